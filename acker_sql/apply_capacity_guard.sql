@@ -1,0 +1,27 @@
+-- apply_capacity_guard.sql
+-- What: fails the newest new trees at once (reason overflow) so that pending stays within
+--       max_pending; newest by first event_time, then anchor_id.
+-- Who runs it: pipelines.engine.process_batch, only when the batch would overflow.
+-- Parameters: :excess, how many new unresolved trees must be refused.
+with ranked as (
+    select
+        *,
+        case
+            when is_new and outcome is null
+                then row_number() over (
+                    partition by is_new and outcome is null
+                    order by first_event_time desc, anchor_id desc
+                )
+        end as newest_rank
+    from batch_state
+),
+
+final as (
+    select
+        * except (newest_rank, outcome, reason),
+        case when newest_rank <= :excess then 'failed' else outcome end as outcome,
+        case when newest_rank <= :excess then 'overflow' else reason end as reason
+    from ranked
+)
+
+select * from final

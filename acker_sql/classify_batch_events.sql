@@ -1,0 +1,35 @@
+-- classify_batch_events.sql
+-- What: tags every row of the micro-batch with the reason it must be quarantined (null if valid)
+--       and normalises the value of fail/reset rows, which the acker ignores.
+-- Who runs it: pipelines.engine.process_batch, over the temp view `batch_events`.
+-- Parameters: none.
+with batch_rows as (
+    select * from batch_events
+),
+
+final as (
+    select
+        anchor_id,
+        event_type,
+        case when event_type in ('fail', 'reset') then null else xor_value end as xor_value,
+        spout_task,
+        source_msg_id,
+        component,
+        event_time,
+        event_id,
+        to_json(struct(*)) as raw,
+        case
+            when anchor_id is null then 'null_anchor_id'
+            when anchor_id = 0 then 'zero_anchor_id'
+            when event_type is null
+                or event_type not in ('init', 'ack', 'anchor', 'fail', 'reset')
+                then 'unknown_event_type'
+            when event_type in ('init', 'ack', 'anchor') and xor_value is null then 'null_xor_value'
+            when event_type in ('ack', 'anchor') and xor_value = 0 then 'zero_xor_value'
+            when event_type = 'init' and spout_task is null then 'init_without_spout_task'
+            when event_time is null then 'null_event_time'
+        end as quarantine_reason
+    from batch_rows
+)
+
+select * from final

@@ -1,0 +1,20 @@
+-- create_late_events.sql
+-- What: events that arrived for a tree already resolved within the tombstone window; they change nothing.
+-- Who runs it: `acker init`.
+-- Parameters: :table.
+create table if not exists identifier(:table) (
+    anchor_id        bigint    comment 'the tuple tree''s root id',
+    event_type       string    comment 'init | ack | anchor | fail | reset',
+    xor_value        bigint    comment 'the event''s value',
+    spout_task       int       comment 'the event''s spout task (init only)',
+    source_msg_id    string    comment 'the event''s source message id (init only)',
+    component        string    comment 'emitting spout or bolt',
+    event_time       timestamp comment 'when the producer emitted it',
+    event_id         string    comment 'producer-side id',
+    outcome          string    comment 'the earlier outcome: completed | failed | expired',
+    outcome_reason   string    comment 'the earlier outcome''s reason',
+    outcome_batch_id bigint    comment 'batch that wrote the earlier outcome',
+    batch_id         bigint    comment 'micro-batch in which the late event arrived'
+)
+using delta
+comment 'batch acker: late events for already-resolved tuple trees'

@@ -1,0 +1,14 @@
+-- create_ticks.sql
+-- What: one row per tick; the current epoch is the largest epoch here (0 before the first tick).
+-- Who runs it: `acker init`.
+-- Parameters: :table.
+create table if not exists identifier(:table) (
+    epoch           bigint    comment 'the epoch this tick made current',
+    ticked_at       timestamp comment 'wall-clock time of the tick',
+    clock           string    comment 'what triggered it: manual | processing_time | event_time',
+    expired_timeout bigint    comment 'trees expired with reason timeout',
+    expired_no_init bigint    comment 'trees expired with reason no_init',
+    last_batch_id   bigint    comment 'last micro-batch applied before the tick (-1 if none)'
+)
+using delta
+comment 'batch acker: epoch ticks'

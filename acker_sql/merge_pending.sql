@@ -1,0 +1,30 @@
+-- merge_pending.sql
+-- What: applies the micro-batch's new state to pending: resolved trees leave, the rest are
+--       updated or inserted. Runs after the outcome rows are written, so a crash in between
+--       loses nothing (the re-run recomputes the same state and skips the written outcomes).
+-- Who runs it: pipelines.engine.process_batch.
+-- Parameters: :pending (table).
+merge into identifier(:pending) as t
+using batch_state as s
+on t.anchor_id = s.anchor_id
+when matched and s.outcome is not null then delete
+when matched then update set
+    checksum = s.checksum,
+    has_init = s.has_init,
+    failed = s.failed,
+    spout_task = s.spout_task,
+    source_msg_id = s.source_msg_id,
+    init_time = s.init_time,
+    first_event_time = s.first_event_time,
+    last_event_time = s.last_event_time,
+    event_count = s.event_count,
+    epoch = s.epoch,
+    applied_keys = s.applied_keys,
+    batch_id = s.batch_id
+when not matched and s.outcome is null then insert (
+    anchor_id, checksum, has_init, failed, spout_task, source_msg_id, init_time,
+    first_event_time, last_event_time, event_count, epoch, applied_keys, batch_id
+) values (
+    s.anchor_id, s.checksum, s.has_init, s.failed, s.spout_task, s.source_msg_id, s.init_time,
+    s.first_event_time, s.last_event_time, s.event_count, s.epoch, s.applied_keys, s.batch_id
+)

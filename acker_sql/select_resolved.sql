@@ -1,0 +1,19 @@
+-- select_resolved.sql
+-- What: the outcome rows of the trees that resolved in this micro-batch, for one outcome table.
+-- Who runs it: pipelines.engine.process_batch, once for completed and once for failed.
+-- Parameters: :outcome, completed | failed; :batch_id; :epoch.
+select
+    anchor_id,
+    spout_task,
+    source_msg_id,
+    reason,
+    init_time,
+    first_event_time,
+    last_event_time,
+    timestampdiff(millisecond, first_event_time, last_event_time) as latency_ms,
+    event_count,
+    cast(:batch_id as bigint) as batch_id,
+    cast(:epoch as bigint) as epoch,
+    current_timestamp() as resolved_at
+from batch_state
+where outcome = :outcome

@@ -1,0 +1,14 @@
+-- summarize_batch_state.sql
+-- What: the counts the batch log and the capacity guard need, in one pass over the new state.
+-- Who runs it: pipelines.engine.process_batch.
+-- Parameters: none.
+select
+    coalesce(sum(rows_in), 0) as rows_in,
+    coalesce(sum(applied), 0) as applied,
+    coalesce(sum(duplicates), 0) as duplicates,
+    count_if(outcome = 'completed') as completed,
+    count_if(outcome = 'failed') as failed,
+    count_if(reason = 'overflow') as overflowed,
+    count_if(is_new and outcome is null) as pending_inserted,
+    count_if(not is_new and outcome is not null) as pending_removed
+from batch_state

@@ -1,0 +1,248 @@
+"""Configuration: TOML files loaded into frozen dataclasses and validated before any work starts.
+
+Every problem names its key and value, e.g. ``acker.buckets = 1: must be an integer >= 2``.
+The embedded default (no ``--conf``) is local Spark with a local Delta warehouse.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "AckerSettings",
+    "Config",
+    "ConfigError",
+    "SparkSettings",
+    "WarehouseSettings",
+    "check_identifier",
+    "load_config",
+]
+
+REFRESH_MODES = ("reset", "activity")
+CLOCKS = ("manual", "processing_time", "event_time")
+DELTA_JAR_MODES = ("resolve", "provided")
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is unusable; the message names the key and the value."""
+
+
+def check_identifier(key: str, value: object) -> str:
+    """Return ``value`` if it is a plain SQL identifier (letters, digits, underscore)."""
+    if not isinstance(value, str) or not _IDENTIFIER.match(value):
+        raise ConfigError(
+            f"{key} = {value!r}: must be a plain identifier "
+            "(a letter or underscore, then letters, digits or underscores; at most 128)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class AckerSettings:
+    """Section ``[acker]``: the acking semantics."""
+
+    buckets: int = 3
+    refresh: str = "reset"
+    clock: str = "manual"
+    tick_interval_s: float = 30.0
+    max_pending: int = 10_000_000
+    tombstone_epochs: int = 10
+    max_files_per_batch: int = 1000
+
+
+@dataclass(frozen=True)
+class WarehouseSettings:
+    """Section ``[warehouse]``: where the Delta tables and the stream checkpoint live."""
+
+    path: str = "warehouse"
+    schema: str = "acker"
+    catalog: str = ""
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Section ``[spark]``: the session. ``conf`` holds extra Spark settings verbatim."""
+
+    master: str = "local[2]"
+    app_name: str = "batch-acker"
+    delta_jars: str = "resolve"
+    jar_cache: str = ""
+    log_level: str = "ERROR"
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration of one acker deployment."""
+
+    acker: AckerSettings = field(default_factory=AckerSettings)
+    warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+    def qualified(self, table: str) -> str:
+        """The fully qualified name of one of the acker's tables, e.g. ``acker.pending``."""
+        parts = [self.warehouse.catalog, self.warehouse.schema, table]
+        return ".".join(part for part in parts if part)
+
+    @property
+    def qualified_schema(self) -> str:
+        """The schema's name, with its catalog when one is configured."""
+        return ".".join(part for part in (self.warehouse.catalog, self.warehouse.schema) if part)
+
+    @property
+    def warehouse_path(self) -> Path:
+        return Path(self.warehouse.path).expanduser().resolve()
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.warehouse_path / "_checkpoints" / self.warehouse.schema / "run"
+
+    def with_warehouse(self, path: str | Path) -> Config:
+        """A copy pointing at another warehouse folder (the ``--warehouse`` option)."""
+        return replace(self, warehouse=replace(self.warehouse, path=str(path)))
+
+
+
+def _take(section: str, raw: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    if key not in raw:
+        return default
+    value = raw[key]
+    # TOML booleans are ints in Python; never accept them where a number is meant.
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok:
+        raise ConfigError(
+            f"{section}.{key} = {value!r}: must be of type {kind.__name__}, "
+            f"not {type(value).__name__}"
+        )
+    return float(value) if kind is float else value
+
+
+def _check_keys(section: str, raw: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{section}.{unknown[0]}: unknown key (known keys: {', '.join(sorted(allowed))})"
+        )
+
+
+def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"[{name}]: must be a table (section), not {type(value).__name__}")
+    return value
+
+
+def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
+    d = AckerSettings()
+    _check_keys("acker", raw, set(AckerSettings.__dataclass_fields__))
+    settings = AckerSettings(
+        buckets=_take("acker", raw, "buckets", int, d.buckets),
+        refresh=_take("acker", raw, "refresh", str, d.refresh),
+        clock=_take("acker", raw, "clock", str, d.clock),
+        tick_interval_s=_take("acker", raw, "tick_interval_s", float, d.tick_interval_s),
+        max_pending=_take("acker", raw, "max_pending", int, d.max_pending),
+        tombstone_epochs=_take("acker", raw, "tombstone_epochs", int, d.tombstone_epochs),
+        max_files_per_batch=_take(
+            "acker", raw, "max_files_per_batch", int, d.max_files_per_batch
+        ),
+    )
+    if settings.buckets < 2:
+        raise ConfigError(f"acker.buckets = {settings.buckets}: must be an integer >= 2")
+    if settings.refresh not in REFRESH_MODES:
+        raise ConfigError(f"acker.refresh = {settings.refresh!r}: must be one of {REFRESH_MODES}")
+    if settings.clock not in CLOCKS:
+        raise ConfigError(f"acker.clock = {settings.clock!r}: must be one of {CLOCKS}")
+    if settings.tick_interval_s <= 0:
+        raise ConfigError(f"acker.tick_interval_s = {settings.tick_interval_s}: must be > 0")
+    if settings.max_pending < 1:
+        raise ConfigError(f"acker.max_pending = {settings.max_pending}: must be >= 1")
+    if settings.tombstone_epochs < 0:
+        raise ConfigError(f"acker.tombstone_epochs = {settings.tombstone_epochs}: must be >= 0")
+    if settings.max_files_per_batch < 1:
+        raise ConfigError(
+            f"acker.max_files_per_batch = {settings.max_files_per_batch}: must be >= 1"
+        )
+    return settings
+
+
+def _parse_warehouse(raw: dict[str, Any]) -> WarehouseSettings:
+    d = WarehouseSettings()
+    _check_keys("warehouse", raw, set(WarehouseSettings.__dataclass_fields__))
+    settings = WarehouseSettings(
+        path=_take("warehouse", raw, "path", str, d.path),
+        schema=_take("warehouse", raw, "schema", str, d.schema),
+        catalog=_take("warehouse", raw, "catalog", str, d.catalog),
+    )
+    if not settings.path.strip():
+        raise ConfigError("warehouse.path = '': must name a folder")
+    check_identifier("warehouse.schema", settings.schema)
+    if settings.catalog:
+        check_identifier("warehouse.catalog", settings.catalog)
+    return settings
+
+
+def _parse_spark(raw: dict[str, Any]) -> SparkSettings:
+    d = SparkSettings()
+    _check_keys("spark", raw, set(SparkSettings.__dataclass_fields__))
+    conf = _take("spark", raw, "conf", dict, {})
+    for key, value in conf.items():
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"spark.conf.{key} = {value!r}: must be a string, number or bool")
+    settings = SparkSettings(
+        master=_take("spark", raw, "master", str, d.master),
+        app_name=_take("spark", raw, "app_name", str, d.app_name),
+        delta_jars=_take("spark", raw, "delta_jars", str, d.delta_jars),
+        jar_cache=_take("spark", raw, "jar_cache", str, d.jar_cache),
+        log_level=_take("spark", raw, "log_level", str, d.log_level),
+        conf={key: _spark_value(value) for key, value in conf.items()},
+    )
+    if settings.delta_jars not in DELTA_JAR_MODES:
+        raise ConfigError(
+            f"spark.delta_jars = {settings.delta_jars!r}: must be one of {DELTA_JAR_MODES}"
+        )
+    return settings
+
+
+def _spark_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_config(raw: dict[str, Any]) -> Config:
+    """Validate a parsed TOML document and build the configuration."""
+    _check_keys("(top level)", raw, {"acker", "warehouse", "spark"})
+    return Config(
+        acker=_parse_acker(_section(raw, "acker")),
+        warehouse=_parse_warehouse(_section(raw, "warehouse")),
+        spark=_parse_spark(_section(raw, "spark")),
+    )
+
+
+def load_config(path: str | Path | None = None, warehouse: str | Path | None = None) -> Config:
+    """Load and validate a TOML config file; ``None`` gives the embedded local default.
+
+    Example: ``load_config("conf/local.toml", warehouse="/tmp/wh")``.
+    """
+    if path is None:
+        config = Config()
+    else:
+        file = Path(path)
+        try:
+            text = file.read_text()
+        except OSError as error:
+            raise ConfigError(f"--conf {file}: cannot read the file ({error.strerror})") from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"--conf {file}: not valid TOML ({error})") from None
+        config = parse_config(raw)
+    return config.with_warehouse(warehouse) if warehouse is not None else config

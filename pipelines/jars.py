@@ -1,0 +1,136 @@
+"""Resolve the Delta Lake JARs from Maven Central into a cache folder the project names.
+
+Spark's own Ivy (shipped inside pyspark) is run once as a plain Java program; afterwards the
+folder holds the JARs and a session starts offline with ``spark.jars`` and no resolution at all.
+Groups that pyspark already ships (Hadoop, Parquet, Jackson, logging, compression) are excluded,
+so Delta's older transitive versions never shadow Spark's own on the classpath.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "DELTA_MAVEN_ARTIFACT",
+    "DELTA_VERSION",
+    "JarResolutionError",
+    "default_jar_cache",
+    "ensure_delta_jars",
+]
+
+DELTA_VERSION = "4.4.0"
+DELTA_MAVEN_ARTIFACT = f"io.delta:delta-spark_4.2_2.13:{DELTA_VERSION}"
+
+_EXCLUDED_ORGS = (
+    "org.scala-lang",
+    "org.apache.hadoop",
+    "org.apache.parquet",
+    "org.apache.logging.log4j",
+    "org.slf4j",
+    "org.xerial.snappy",
+    "com.github.luben",
+    "org.roaringbitmap",
+    "io.airlift",
+    "com.google.code.findbugs",
+    "commons-logging",
+    "commons-pool",
+    "org.locationtech.jts",
+    "com.fasterxml.jackson.core",
+)
+
+_COMPLETE_MARKER = ".resolved"
+
+
+class JarResolutionError(RuntimeError):
+    """The Delta JARs could not be resolved from Maven Central."""
+
+
+def default_jar_cache() -> Path:
+    """The cache folder: ``$ACKER_JAR_CACHE``, else ``~/.cache/batch-acker/jars``."""
+    configured = os.environ.get("ACKER_JAR_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "batch-acker" / "jars"
+
+
+def _ivy_module_xml() -> str:
+    group, artifact, version = DELTA_MAVEN_ARTIFACT.split(":")
+    excludes = "\n".join(f'    <exclude org="{org}"/>' for org in _EXCLUDED_ORGS)
+    return f"""<ivy-module version="2.0">
+  <info organisation="batch-acker" module="delta-jars"/>
+  <dependencies>
+    <dependency org="{group}" name="{artifact}" rev="{version}" conf="default->default"/>
+{excludes}
+  </dependencies>
+</ivy-module>
+"""
+
+
+def _ivy_jar() -> Path:
+    import pyspark
+
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("ivy-*.jar"))
+    if not jars:
+        raise JarResolutionError("pyspark ships no ivy-*.jar; cannot resolve the Delta JARs")
+    return jars[-1]
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise JarResolutionError("no 'java' on PATH and JAVA_HOME is not set: install Java 17")
+    return found
+
+
+def _version_folder(cache_dir: Path) -> Path:
+    return cache_dir / DELTA_MAVEN_ARTIFACT.replace(":", "_")
+
+
+def ensure_delta_jars(cache_dir: Path | None = None) -> list[Path]:
+    """Return the Delta JARs, resolving them from Maven Central on first use.
+
+    Example: ``spark.jars = ",".join(str(p) for p in ensure_delta_jars())``.
+    Safe to call from several processes at once: a file lock serialises the first resolution.
+    """
+    folder = _version_folder(cache_dir or default_jar_cache())
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / _COMPLETE_MARKER).exists():
+            _resolve_into(folder)
+    return sorted(folder.glob("*.jar"))
+
+
+def _resolve_into(folder: Path) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        module = Path(scratch) / "ivy.xml"
+        module.write_text(_ivy_module_xml())
+        command = [
+            _java(),
+            "-jar",
+            str(_ivy_jar()),
+            "-ivy",
+            str(module),
+            "-cache",
+            str(folder.parent / "ivy-cache"),
+            "-confs",
+            "default",
+            "-retrieve",
+            str(folder / "[organisation]__[artifact]-[revision](-[classifier]).[ext]"),
+            "-sync",
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0 or not list(folder.glob("io.delta__delta-spark*.jar")):
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+        raise JarResolutionError(
+            f"could not resolve {DELTA_MAVEN_ARTIFACT} from Maven Central into {folder}:\n{tail}"
+        )
+    (folder / _COMPLETE_MARKER).write_text(DELTA_MAVEN_ARTIFACT + "\n")

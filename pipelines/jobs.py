@@ -1,0 +1,249 @@
+"""The jobs behind the CLI verbs, as plain functions for notebooks and schedulers.
+
+Each takes ``spark`` first and a validated :class:`~pipelines.config.Config`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines.config import Config
+from pipelines.engine import TickResult, current_position, process_batch, tick
+from pipelines.tables import attach_tables, create_tables, missing_tables
+from pipelines.workload import Event, WorkloadSpec, generate_workload
+
+__all__ = [
+    "ACK_EVENTS_SCHEMA",
+    "AckerError",
+    "RunReport",
+    "Status",
+    "append_events",
+    "demo",
+    "due_ticks",
+    "ingest",
+    "init",
+    "open_tables",
+    "run",
+    "status",
+]
+
+ACK_EVENTS_SCHEMA = T.StructType(
+    [
+        T.StructField("anchor_id", T.LongType()),
+        T.StructField("event_type", T.StringType()),
+        T.StructField("xor_value", T.LongType()),
+        T.StructField("spout_task", T.IntegerType()),
+        T.StructField("source_msg_id", T.StringType()),
+        T.StructField("component", T.StringType()),
+        T.StructField("event_time", T.TimestampType()),
+        T.StructField("event_id", T.StringType()),
+    ]
+)
+
+_FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".csv": "csv",
+            ".parquet": "parquet"}
+
+
+class AckerError(RuntimeError):
+    """A job cannot go on; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one ``acker run`` did."""
+
+    batches: int
+    events_in: int
+    completed: int
+    failed: int
+    ticks: list[TickResult]
+
+
+@dataclass(frozen=True)
+class Status:
+    """Headline numbers of a warehouse."""
+
+    epoch: int
+    last_batch_id: int
+    pending: int
+    completed: int
+    failed: int
+    expired: int
+    late_events: int
+    quarantined: int
+    events: int
+
+
+def init(spark: SparkSession, config: Config) -> list[str]:
+    """Create the schema, tables and views that do not exist yet; return the tables created."""
+    return create_tables(spark, config)
+
+
+def open_tables(spark: SparkSession, config: Config) -> None:
+    """Attach an existing warehouse, or stop with a clear message if it was never initialised."""
+    attach_tables(spark, config)
+    missing = missing_tables(spark, config)
+    if missing:
+        raise AckerError(
+            f"warehouse {config.warehouse.path} has no table {config.qualified(missing[0])}: "
+            "run `acker init` first"
+        )
+
+
+def append_events(spark: SparkSession, config: Config, events: Iterable[Event]) -> int:
+    """Append events to ``ack_events`` (as any producer would); return how many."""
+    rows = [event.row() for event in events]
+    if rows:
+        df = spark.createDataFrame(rows, ACK_EVENTS_SCHEMA)
+        df.write.format("delta").mode("append").saveAsTable(config.qualified("ack_events"))
+    return len(rows)
+
+
+def _read_file(spark: SparkSession, path: Path) -> DataFrame:
+    fmt = _FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise AckerError(f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv or .parquet)")
+    if fmt == "parquet":
+        df = spark.read.parquet(str(path))
+    else:
+        reader = spark.read.schema(
+            T.StructType([*ACK_EVENTS_SCHEMA.fields[:6],
+                          T.StructField("event_time", T.StringType()),
+                          ACK_EVENTS_SCHEMA.fields[7]])
+        )
+        df = reader.option("header", "true").csv(str(path)) if fmt == "csv" else reader.json(str(path))
+        df = df.withColumn("event_time", F.to_timestamp("event_time"))
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in ACK_EVENTS_SCHEMA.fields])
+
+
+def ingest(spark: SparkSession, config: Config, paths: Sequence[str | Path]) -> int:
+    """Append the events of JSON Lines, CSV or Parquet files (or folders of them) to ``ack_events``."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.suffix.lower() in _FORMATS))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise AckerError(f"{path}: no such file or folder")
+    total = 0
+    for file in files:
+        df = _read_file(spark, file).localCheckpoint()
+        df.write.format("delta").mode("append").saveAsTable(config.qualified("ack_events"))
+        total += df.count()
+    return total
+
+
+def _process_available(spark: SparkSession, config: Config) -> None:
+    events = (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", config.acker.max_files_per_batch)
+        .table(config.qualified("ack_events"))
+    )
+
+    def apply_batch(batch: DataFrame, batch_id: int) -> None:
+        process_batch(batch.sparkSession, config, batch, batch_id)
+
+    query = (
+        events.writeStream.foreachBatch(apply_batch)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(config.checkpoint_path))
+        .start()
+    )
+    query.awaitTermination()
+
+
+def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) -> int:
+    """How many ticks the configured clock owes now (always 0 for the manual clock)."""
+    clock = config.acker.clock
+    if clock == "manual":
+        return 0
+    interval = config.acker.tick_interval_s
+    ticks = spark.table(config.qualified("ticks"))
+    if clock == "processing_time":
+        last = ticks.agg(F.max("ticked_at")).first()
+        first_batch = spark.table(config.qualified("batches")).agg(F.min("started_at")).first()
+        reference = (last and last[0]) or (first_batch and first_batch[0])
+        if reference is None:
+            return 0
+        current = now or datetime.now(UTC).replace(tzinfo=None)
+        return max(0, math.floor((current - reference).total_seconds() / interval))
+    # event_time: epoch k starts k intervals after the first event; the watermark is the
+    # latest event_time applied, so a backfill ticks exactly as the live run did.
+    bounds = spark.table(config.qualified("ack_events")).agg(
+        F.min("event_time"), F.max("event_time")
+    ).first()
+    if bounds is None or bounds[0] is None:
+        return 0
+    target = math.floor((bounds[1] - bounds[0]).total_seconds() / interval)
+    epoch, _ = current_position(spark, config)
+    return max(0, target - epoch)
+
+
+def run(spark: SparkSession, config: Config) -> RunReport:
+    """Process every available event as micro-batches, then tick as the clock says."""
+    open_tables(spark, config)
+    _, before = current_position(spark, config)
+    _process_available(spark, config)
+    batches = spark.table(config.qualified("batches")).where(F.col("batch_id") > before)
+    totals = batches.agg(
+        F.count("*").alias("batches"),
+        F.coalesce(F.sum("events_in"), F.lit(0)).alias("events_in"),
+        F.coalesce(F.sum("completed"), F.lit(0)).alias("completed"),
+        F.coalesce(F.sum("failed"), F.lit(0)).alias("failed"),
+    ).first()
+    assert totals is not None
+    ticks = tick(spark, config, due_ticks(spark, config), clock=config.acker.clock)
+    return RunReport(
+        batches=int(totals["batches"]),
+        events_in=int(totals["events_in"]),
+        completed=int(totals["completed"]),
+        failed=int(totals["failed"]),
+        ticks=ticks,
+    )
+
+
+def status(spark: SparkSession, config: Config) -> Status:
+    """Headline numbers: epoch, last committed batch, pending and outcome counts."""
+    open_tables(spark, config)
+    epoch, last_batch_id = current_position(spark, config)
+
+    def count(table: str) -> int:
+        return spark.table(config.qualified(table)).count()
+
+    return Status(
+        epoch=epoch,
+        last_batch_id=last_batch_id,
+        pending=count("pending"),
+        completed=count("completed"),
+        failed=count("failed"),
+        expired=count("expired"),
+        late_events=count("late_events"),
+        quarantined=count("quarantine"),
+        events=count("ack_events"),
+    )
+
+
+def demo(spark: SparkSession, config: Config, spec: WorkloadSpec | None = None) -> Status:
+    """Generate a workload (if the warehouse has no events yet), process it batch by batch
+    with a tick after each, then tick until every unfinished tree has expired."""
+    init(spark, config)
+    spec = spec or WorkloadSpec(trees=5000, batches=4, seed=2026)
+    if spark.table(config.qualified("ack_events")).isEmpty():
+        events = generate_workload(spec)
+        for batch in range(spec.batches):
+            append_events(spark, config, (e for e in events if e.batch == batch))
+            run(spark, config)
+            tick(spark, config, 1)
+    run(spark, config)
+    tick(spark, config, config.acker.buckets)
+    return status(spark, config)

@@ -1,0 +1,65 @@
+"""Loads the SQL statements shipped in ``acker_sql`` and runs them with bound parameters.
+
+Every value reaches Spark as a named parameter (``:batch_id``); table names too, through
+``identifier(:pending)``, after one identifier check in the configuration. Nothing is ever
+formatted into the SQL text.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from pipelines.config import Config
+
+__all__ = ["TABLES", "load_sql", "run_sql", "table_args"]
+
+# The acker's tables, in creation order, each with the SQL file that creates it.
+TABLES: dict[str, str] = {
+    "ack_events": "create_ack_events",
+    "pending": "create_pending",
+    "completed": "create_outcome_table",
+    "failed": "create_outcome_table",
+    "expired": "create_outcome_table",
+    "late_events": "create_late_events",
+    "quarantine": "create_quarantine",
+    "batches": "create_batches",
+    "ticks": "create_ticks",
+}
+
+_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@cache
+def load_sql(name: str) -> str:
+    """The text of ``acker_sql/<name>.sql``."""
+    return resources.files("acker_sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _parameters(text: str) -> set[str]:
+    code = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+    code = re.sub(r"'(?:[^']|'')*'", "''", code)
+    return set(_PARAMETER.findall(code))
+
+
+def table_args(config: Config) -> dict[str, str]:
+    """Named parameters for every table: ``{"pending": "acker.pending", ...}``."""
+    return {table: config.qualified(table) for table in TABLES}
+
+
+def run_sql(spark: SparkSession, config: Config, name: str, **params: Any) -> DataFrame:
+    """Run ``acker_sql/<name>.sql`` with its parameters bound; table names come from ``config``.
+
+    Example: ``run_sql(spark, config, "delete_expired", cutoff=4)``.
+    """
+    text = load_sql(name)
+    wanted = _parameters(text)
+    available = {**table_args(config), **params}
+    missing = sorted(wanted - set(available))
+    if missing:
+        raise KeyError(f"{name}.sql needs parameters {missing}")
+    return spark.sql(text, args={key: available[key] for key in sorted(wanted)})

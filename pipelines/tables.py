@@ -1,0 +1,57 @@
+"""Creating the acker's tables from the SQL files, and attaching them to a new session.
+
+A local warehouse keeps its tables as folders (``<warehouse>/<schema>.db/<table>``) while the
+embedded catalog lives only as long as the session; ``attach_tables`` registers the folders
+again, so every process sees the same tables. On a cluster with a persistent catalog (Hive,
+Unity Catalog) the tables are already there and attaching changes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pipelines.config import Config
+from pipelines.sql import TABLES, run_sql
+
+__all__ = ["attach_tables", "create_tables", "missing_tables", "table_location"]
+
+
+def table_location(config: Config, table: str) -> Path:
+    """Where a local warehouse keeps ``table``: Spark's managed-table layout."""
+    return config.warehouse_path / f"{config.warehouse.schema}.db" / table
+
+
+def _use_schema(spark: SparkSession, config: Config) -> None:
+    if config.warehouse.catalog:
+        spark.catalog.setCurrentCatalog(config.warehouse.catalog)
+    spark.catalog.setCurrentDatabase(config.warehouse.schema)
+
+
+def attach_tables(spark: SparkSession, config: Config) -> None:
+    """Register the warehouse's existing tables and the views in this session's catalog."""
+    run_sql(spark, config, "create_schema", schema=config.qualified_schema)
+    for table in TABLES:
+        name = config.qualified(table)
+        location = table_location(config, table)
+        if not spark.catalog.tableExists(name) and (location / "_delta_log").is_dir():
+            spark.catalog.createTable(name, path=str(location), source="delta")
+    _use_schema(spark, config)
+    if not missing_tables(spark, config):
+        run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))
+
+
+def create_tables(spark: SparkSession, config: Config) -> list[str]:
+    """Create every table that does not exist yet (``acker init``); return the ones created."""
+    attach_tables(spark, config)
+    created = missing_tables(spark, config)
+    for table in created:
+        run_sql(spark, config, TABLES[table], table=config.qualified(table))
+    run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))
+    return created
+
+
+def missing_tables(spark: SparkSession, config: Config) -> list[str]:
+    """The acker tables this session's catalog does not know."""
+    return [table for table in TABLES if not spark.catalog.tableExists(config.qualified(table))]
