@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.config import Config
 
-__all__ = ["TABLES", "load_sql", "run_sql", "table_args"]
+__all__ = ["TABLES", "load_sql", "run_sql", "string_literal", "table_args"]
 
 # The acker's tables, in creation order, each with the SQL file that creates it.
 TABLES: dict[str, str] = {
@@ -46,17 +46,33 @@ def _parameters(text: str) -> set[str]:
     return set(_PARAMETER.findall(code))
 
 
+def string_literal(value: str) -> str:
+    """``value`` as a Spark SQL string literal, for the few clauses that take no parameter."""
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
 def table_args(config: Config) -> dict[str, str]:
     """Named parameters for every table: ``{"pending": "acker.pending", ...}``."""
     return {table: config.qualified(table) for table in TABLES}
 
 
-def run_sql(spark: SparkSession, config: Config, name: str, **params: Any) -> DataFrame:
+def run_sql(
+    spark: SparkSession,
+    config: Config,
+    name: str,
+    literals: dict[str, str] | None = None,
+    **params: Any,
+) -> DataFrame:
     """Run ``acker_sql/<name>.sql`` with its parameters bound; table names come from ``config``.
 
+    ``literals`` fill ``{{name}}`` slots where Spark's grammar takes no parameter marker
+    (LOCATION), each rendered by :func:`string_literal`.
     Example: ``run_sql(spark, config, "delete_expired", cutoff=4)``.
     """
     text = load_sql(name)
+    for key, value in (literals or {}).items():
+        text = text.replace("{{" + key + "}}", string_literal(value))
     wanted = _parameters(text)
     available = {**table_args(config), **params}
     missing = sorted(wanted - set(available))

@@ -20,7 +20,12 @@ __all__ = ["attach_tables", "create_tables", "missing_tables", "table_location"]
 
 def table_location(config: Config, table: str) -> Path:
     """Where a local warehouse keeps ``table``: Spark's managed-table layout."""
-    return config.warehouse_path / f"{config.warehouse.schema}.db" / table
+    return schema_location(config) / table
+
+
+def schema_location(config: Config) -> Path:
+    """Where a local warehouse keeps the schema's tables."""
+    return config.warehouse_path / f"{config.warehouse.schema}.db"
 
 
 def _use_schema(spark: SparkSession, config: Config) -> None:
@@ -31,7 +36,17 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
 
 def attach_tables(spark: SparkSession, config: Config) -> None:
     """Register the warehouse's existing tables and the views in this session's catalog."""
-    run_sql(spark, config, "create_schema", schema=config.qualified_schema)
+    if config.warehouse.catalog:
+        run_sql(spark, config, "create_schema", schema=config.qualified_schema)
+    else:
+        location = str(schema_location(config))
+        run_sql(
+            spark,
+            config,
+            "create_local_schema",
+            literals={"location": location},
+            schema=config.qualified_schema,
+        )
     for table in TABLES:
         name = config.qualified(table)
         location = table_location(config, table)

@@ -1,0 +1,132 @@
+"""Test helpers: build events tersely, push them through the real pipeline, read the tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import astuple
+from datetime import datetime, timedelta
+
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from pipelines import jobs
+from pipelines.config import Config
+from pipelines.engine import tick
+from pipelines.workload import Event
+from tests.model import Outcome
+
+BASE_TIME = datetime(2026, 3, 1, 12, 0, 0)
+
+OUTCOME_SCHEMA = T.StructType(
+    [
+        T.StructField("anchor_id", T.LongType()),
+        T.StructField("spout_task", T.IntegerType()),
+        T.StructField("source_msg_id", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("init_time", T.TimestampType()),
+        T.StructField("first_event_time", T.TimestampType()),
+        T.StructField("last_event_time", T.TimestampType()),
+        T.StructField("latency_ms", T.LongType()),
+        T.StructField("event_count", T.LongType()),
+        T.StructField("batch_id", T.LongType()),
+        T.StructField("epoch", T.LongType()),
+    ]
+)
+
+
+def at(ms: int) -> datetime:
+    """A timestamp ``ms`` milliseconds after the test's base time."""
+    return BASE_TIME + timedelta(milliseconds=ms)
+
+
+def init(anchor: int, value: int, ms: int = 0, task: int = 1, msg: str | None = None) -> Event:
+    return Event(anchor, "init", value, task, msg or f"m{anchor}", "spout", at(ms), None)
+
+
+def ack(anchor: int, value: int, ms: int = 0) -> Event:
+    return Event(anchor, "ack", value, None, None, "bolt", at(ms), None)
+
+
+def anchor(root: int, value: int, ms: int = 0) -> Event:
+    return Event(root, "anchor", value, None, None, "bolt", at(ms), None)
+
+
+def fail(anchor_id: int, ms: int = 0) -> Event:
+    return Event(anchor_id, "fail", None, None, None, "bolt", at(ms), None)
+
+
+def reset(anchor_id: int, ms: int = 0) -> Event:
+    return Event(anchor_id, "reset", None, None, None, "bolt", at(ms), None)
+
+
+def outcome(
+    anchor_id: int,
+    reason: str,
+    *,
+    init_ms: int | None,
+    first_ms: int,
+    last_ms: int,
+    events: int,
+    batch: int,
+    epoch: int = 0,
+    task: int | None = 1,
+) -> Outcome:
+    """An expected outcome row, written by hand."""
+    return Outcome(
+        anchor_id=anchor_id,
+        spout_task=task if init_ms is not None else None,
+        source_msg_id=f"m{anchor_id}" if init_ms is not None else None,
+        reason=reason,
+        init_time=at(init_ms) if init_ms is not None else None,
+        first_event_time=at(first_ms),
+        last_event_time=at(last_ms),
+        latency_ms=last_ms - first_ms,
+        event_count=events,
+        batch_id=batch,
+        epoch=epoch,
+    )
+
+
+class Harness:
+    """One acker (config + tables) driven through the real CLI code path."""
+
+    def __init__(self, spark: SparkSession, config: Config) -> None:
+        self.spark = spark
+        self.config = config
+
+    def batch(self, *events: Event) -> jobs.RunReport:
+        """Append the events to ack_events and run the stream over them (one micro-batch)."""
+        jobs.append_events(self.spark, self.config, events)
+        return jobs.run(self.spark, self.config)
+
+    def tick(self, count: int = 1) -> None:
+        tick(self.spark, self.config, count)
+
+    def table(self, name: str) -> DataFrame:
+        return self.spark.table(self.config.qualified(name))
+
+    def outcomes(self, name: str) -> DataFrame:
+        return self.table(name).drop("resolved_at")
+
+    def pending_ids(self) -> set[int]:
+        return {row["anchor_id"] for row in self.table("pending").select("anchor_id").collect()}
+
+    def expected(self, rows: Iterable[Outcome]) -> DataFrame:
+        return self.spark.createDataFrame([astuple(r) for r in rows], OUTCOME_SCHEMA)
+
+    def assert_outcomes(
+        self,
+        completed: Sequence[Outcome] = (),
+        failed: Sequence[Outcome] = (),
+        expired: Sequence[Outcome] = (),
+    ) -> None:
+        """Compare all three outcome tables, whole, with the expected rows."""
+        for name, rows in (("completed", completed), ("failed", failed), ("expired", expired)):
+            assert_df_equality(
+                self.outcomes(name),
+                self.expected(rows),
+                ignore_row_order=True,
+                ignore_nullable=True,
+                ignore_metadata=True,
+            )

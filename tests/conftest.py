@@ -1,0 +1,63 @@
+"""One Spark + Delta session per test process; every test gets its own warehouse and schema."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines.config import Config, parse_config
+from pipelines.session import build_session
+from pipelines.tables import create_tables
+from tests.acker_harness import Harness
+
+# Settings for many tiny micro-batches on a small machine.
+TEST_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+    "spark.driver.memory": "2g",
+}
+
+_schema_numbers = itertools.count()
+
+
+def make_config(warehouse: Path, **acker: object) -> Config:
+    """A validated config for one test: its own warehouse folder and schema name."""
+    return parse_config(
+        {
+            "acker": dict(acker),
+            "warehouse": {"path": str(warehouse), "schema": f"acker_t{next(_schema_numbers)}"},
+            "spark": {"conf": TEST_SPARK_CONF},
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    session = build_session(make_config(tmp_path_factory.mktemp("session-warehouse")))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def acker_factory(spark: SparkSession, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Build a fresh acker (tables created) with the given [acker] settings."""
+    made = itertools.count()
+
+    def build(**acker: object) -> Harness:
+        config = make_config(tmp_path / f"warehouse{next(made)}", **acker)
+        create_tables(spark, config)
+        return Harness(spark, config)
+
+    return build
+
+
+@pytest.fixture
+def acker(acker_factory) -> Harness:  # type: ignore[no-untyped-def]
+    """A fresh acker with the default semantics (3 buckets, refresh on reset)."""
+    return acker_factory()

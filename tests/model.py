@@ -1,0 +1,201 @@
+"""An independent, deliberately simple model of the acker's semantics (SPEC items 1-8).
+
+Plain dicts, one event at a time, resolution at the end of each micro-batch. It shares no code
+with the pipeline: the differential tests compare the pipeline's tables with what this produces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pipelines.workload import Event
+
+CHECKSUM_TYPES = ("init", "ack", "anchor")
+KNOWN_TYPES = ("init", "ack", "anchor", "fail", "reset")
+_MS = timedelta(milliseconds=1)
+
+
+@dataclass
+class Entry:
+    checksum: int = 0
+    has_init: bool = False
+    failed: bool = False
+    spout_task: int | None = None
+    source_msg_id: str | None = None
+    init_time: datetime | None = None
+    first_time: datetime | None = None
+    last_time: datetime | None = None
+    event_count: int = 0
+    epoch: int = 0
+    applied: set[tuple[str, int]] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    anchor_id: int
+    spout_task: int | None
+    source_msg_id: str | None
+    reason: str
+    init_time: datetime | None
+    first_event_time: datetime | None
+    last_event_time: datetime | None
+    latency_ms: int | None
+    event_count: int
+    batch_id: int
+    epoch: int
+
+
+def _xor64(a: int, b: int) -> int:
+    value = (a ^ b) & ((1 << 64) - 1)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def quarantine_reason(e: Event) -> str | None:
+    if e.anchor_id is None:
+        return "null_anchor_id"
+    if e.anchor_id == 0:
+        return "zero_anchor_id"
+    if e.event_type not in KNOWN_TYPES:
+        return "unknown_event_type"
+    if e.event_type in CHECKSUM_TYPES and e.xor_value is None:
+        return "null_xor_value"
+    if e.event_type in ("ack", "anchor") and e.xor_value == 0:
+        return "zero_xor_value"
+    if e.event_type == "init" and e.spout_task is None:
+        return "init_without_spout_task"
+    if e.event_time is None:
+        return "null_event_time"
+    return None
+
+
+class AckerModel:
+    """Feed it batches and ticks; read ``completed``, ``failed``, ``expired``, ``pending``."""
+
+    def __init__(
+        self,
+        buckets: int = 3,
+        refresh: str = "reset",
+        tombstone_epochs: int = 10,
+        max_pending: int = 10_000_000,
+    ) -> None:
+        self.buckets = buckets
+        self.refresh = refresh
+        self.tombstone_epochs = tombstone_epochs
+        self.max_pending = max_pending
+        self.epoch = 0
+        self.last_batch_id = -1
+        self.pending: dict[int, Entry] = {}
+        self.outcomes: dict[str, list[Outcome]] = {"completed": [], "failed": [], "expired": []}
+        # anchor -> (outcome, reason, batch_id, epoch) of its latest resolution
+        self.resolved: dict[int, tuple[str, str, int, int]] = {}
+        self.late: list[tuple[Event, str]] = []
+        self.quarantined: list[tuple[Event, str]] = []
+        self.duplicates = 0
+
+    def _outcome(self, anchor: int, e: Entry, reason: str, batch_id: int) -> Outcome:
+        latency = None
+        if e.first_time is not None and e.last_time is not None:
+            latency = (e.last_time - e.first_time) // _MS
+        return Outcome(
+            anchor, e.spout_task, e.source_msg_id, reason, e.init_time, e.first_time,
+            e.last_time, latency, e.event_count, batch_id, self.epoch,
+        )
+
+    def _resolve(self, kind: str, outcome: Outcome) -> None:
+        self.outcomes[kind].append(outcome)
+        self.resolved[outcome.anchor_id] = (kind, outcome.reason, outcome.batch_id, self.epoch)
+        del self.pending[outcome.anchor_id]
+
+    def _is_late(self, anchor: int, batch_id: int) -> tuple[str, str] | None:
+        if anchor in self.pending or anchor not in self.resolved:
+            return None
+        kind, reason, resolved_batch, resolved_epoch = self.resolved[anchor]
+        if resolved_epoch >= self.epoch - self.tombstone_epochs and resolved_batch < batch_id:
+            return kind, reason
+        return None
+
+    def batch(self, batch_id: int, events: list[Event]) -> None:
+        live_at_start = set(self.pending)
+        late_anchors = {}
+        for e in events:
+            if quarantine_reason(e) is None and e.anchor_id not in late_anchors:
+                late = self._is_late(e.anchor_id, batch_id)  # type: ignore[arg-type]
+                if late is not None:
+                    late_anchors[e.anchor_id] = late
+        touched: dict[int, Entry] = {}
+        seen_in_batch: set[tuple[int, str, int | None]] = set()
+        new_anchors: set[int] = set()
+        latest_init: dict[int, datetime] = {}  # a later batch's init overrides an earlier one's
+        for e in events:
+            reason = quarantine_reason(e)
+            if reason is not None:
+                self.quarantined.append((e, reason))
+                continue
+            anchor = e.anchor_id
+            assert anchor is not None and e.event_type is not None and e.event_time is not None
+            if anchor in late_anchors:
+                self.late.append((e, late_anchors[anchor][0]))
+                continue
+            value = e.xor_value if e.event_type in CHECKSUM_TYPES else None
+            if anchor not in self.pending:
+                self.pending[anchor] = Entry(epoch=self.epoch)
+                new_anchors.add(anchor)
+            entry = self.pending[anchor]
+            touched[anchor] = entry
+            key = (anchor, e.event_type, value)
+            if key in seen_in_batch:
+                self.duplicates += 1
+                entry.first_time = min(entry.first_time or e.event_time, e.event_time)
+                entry.last_time = max(entry.last_time or e.event_time, e.event_time)
+                continue
+            if value is not None and (e.event_type, value) in entry.applied:
+                self.duplicates += 1
+                continue
+            seen_in_batch.add(key)
+            entry.event_count += 1
+            entry.first_time = min(entry.first_time or e.event_time, e.event_time)
+            entry.last_time = max(entry.last_time or e.event_time, e.event_time)
+            if value is not None:
+                entry.applied.add((e.event_type, value))
+                entry.checksum = _xor64(entry.checksum, value)
+            if e.event_type == "init":
+                entry.has_init = True
+                if anchor not in latest_init or e.event_time >= latest_init[anchor]:
+                    latest_init[anchor] = e.event_time
+                    entry.spout_task = e.spout_task
+                    entry.source_msg_id = e.source_msg_id
+                entry.init_time = min(entry.init_time or e.event_time, e.event_time)
+            elif e.event_type == "fail":
+                entry.failed = True
+            if e.event_type == "reset" or self.refresh == "activity":
+                entry.epoch = self.epoch
+        resolutions = []
+        for anchor, entry in touched.items():
+            if entry.has_init and entry.failed:
+                resolutions.append(("failed", self._outcome(anchor, entry, "fail", batch_id)))
+            elif entry.has_init and entry.checksum == 0:
+                resolutions.append(("completed", self._outcome(anchor, entry, "acked", batch_id)))
+        resolved_ids = {o.anchor_id for _, o in resolutions}
+        removed = len(resolved_ids & live_at_start)
+        candidates = sorted(
+            (a for a in new_anchors if a not in resolved_ids),
+            key=lambda a: (self.pending[a].first_time, a),
+            reverse=True,
+        )
+        excess = len(live_at_start) - removed + len(candidates) - self.max_pending
+        for anchor in candidates[: max(0, excess)]:
+            entry = self.pending[anchor]
+            resolutions.append(("failed", self._outcome(anchor, entry, "overflow", batch_id)))
+        for kind, outcome in resolutions:
+            self._resolve(kind, outcome)
+        self.last_batch_id = batch_id
+
+    def tick(self, count: int = 1) -> None:
+        for _ in range(count):
+            self.epoch += 1
+            for anchor, entry in list(self.pending.items()):
+                if entry.epoch + self.buckets <= self.epoch:
+                    reason = "timeout" if entry.has_init else "no_init"
+                    self._resolve("expired", self._outcome(anchor, entry, reason, self.last_batch_id))
+

@@ -1,0 +1,57 @@
+"""The pipeline against an independent model, on simulated workloads of a few hundred trees:
+fan-out, depth, multi-anchoring, fails, lost acks, duplicates, late inits, both protocols."""
+
+from __future__ import annotations
+
+import pytest
+from chispa import assert_df_equality
+
+from pipelines.workload import WorkloadSpec, generate_workload
+from tests.acker_harness import Harness
+from tests.model import AckerModel
+
+
+@pytest.mark.parametrize(
+    ("seed", "settings"),
+    [
+        (1, {"buckets": 3, "refresh": "reset"}),
+        (2, {"buckets": 2, "refresh": "activity"}),
+        (3, {"buckets": 3, "refresh": "reset", "tombstone_epochs": 1, "max_pending": 120}),
+    ],
+)
+def test_pipeline_equals_model(acker_factory, seed: int, settings: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(**settings)
+    model = AckerModel(**settings)  # type: ignore[arg-type]
+    spec = WorkloadSpec(trees=300, batches=4, seed=seed)
+    events = generate_workload(spec)
+    for batch in range(spec.batches):
+        chunk = [e for e in events if e.batch == batch]
+        acker.batch(*chunk)
+        model.batch(batch, chunk)
+        acker.tick()
+        model.tick()
+    acker.tick(3)
+    model.tick(3)
+
+    for name in ("completed", "failed", "expired"):
+        assert_df_equality(
+            acker.outcomes(name),
+            acker.expected(model.outcomes[name]),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )
+    late = acker.table("late_events").select("anchor_id", "event_type", "xor_value", "outcome")
+    expected_late = acker.spark.createDataFrame(
+        [(e.anchor_id, e.event_type, e.xor_value, kind) for e, kind in model.late], late.schema
+    )
+    assert_df_equality(late, expected_late, ignore_row_order=True, ignore_nullable=True,
+                       ignore_metadata=True)
+    assert acker.pending_ids() == set(model.pending)
+    totals = acker.table("batches").agg({"duplicates": "sum", "events_in": "sum"}).first()
+    assert totals is not None
+    assert totals["sum(duplicates)"] == model.duplicates
+    assert totals["sum(events_in)"] == len(events)
+    assert all(model.outcomes[name] for name in ("completed", "failed", "expired"))
+    if "max_pending" in settings:
+        assert any(o.reason == "overflow" for o in model.outcomes["failed"]), "guard never fired"

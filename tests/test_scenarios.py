@@ -1,0 +1,195 @@
+"""Named edge cases of the XOR acker, each run through the real stream over Delta tables and
+checked against whole outcome tables written by hand."""
+
+from __future__ import annotations
+
+import pytest
+from chispa import assert_df_equality
+
+from pipelines.engine import process_batch
+from pipelines.jobs import ACK_EVENTS_SCHEMA
+from tests.acker_harness import Harness, ack, anchor, fail, init, outcome, reset
+
+A, B, C, D = 101, 202, 303, 404
+# Random-looking non-zero 64-bit edge ids, some negative.
+E1, E2, E3, E4 = 0x1F2E3D4C5B6A7988, -0x0123456789ABCDEF, 0x7777000011112222, -0x5A5A5A5A5A5A5A5A
+
+
+def test_empty_batch_writes_a_batch_row_and_no_outcome(acker: Harness) -> None:
+    empty = acker.spark.createDataFrame([], ACK_EVENTS_SCHEMA)
+    result = process_batch(acker.spark, acker.config, empty, 0)
+    assert result is not None
+    assert (result.events_in, result.events_applied, result.completed, result.failed) == (0, 0, 0, 0)
+    assert acker.table("batches").select("batch_id", "events_in").collect() == [(0, 0)]
+    assert acker.pending_ids() == set()
+    acker.assert_outcomes()
+
+
+def test_runs_with_no_new_events_change_nothing(acker: Harness) -> None:
+    first = acker.batch()  # the stream's first batch sees the empty table
+    assert first.events_in == 0
+    second = acker.batch()
+    assert (second.batches, second.events_in) == (0, 0)
+    assert acker.pending_ids() == set()
+    acker.assert_outcomes()
+
+
+def test_tree_closing_inside_one_batch(acker: Harness) -> None:
+    acker.batch(init(A, E1 ^ E2, 0), ack(A, E1, 10), ack(A, E2, 25))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=25, events=3, batch=0)]
+    )
+    assert acker.pending_ids() == set()
+
+
+def test_tree_closing_across_two_batches(acker: Harness) -> None:
+    acker.batch(init(A, E1 ^ E2, 0), ack(A, E1, 10))
+    assert acker.pending_ids() == {A}
+    acker.assert_outcomes()
+    acker.batch(ack(A, E2, 40))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=40, events=3, batch=1)]
+    )
+    assert acker.pending_ids() == set()
+
+
+def test_ack_before_init_is_held_until_init(acker: Harness) -> None:
+    # Acks XOR to zero on their own: no init, so nothing may resolve (Storm holds them too).
+    acker.batch(ack(A, E1, 10), ack(A, E2, 20), ack(A, E1 ^ E2, 30))
+    assert acker.pending_ids() == {A}
+    acker.assert_outcomes()
+    # An init of 0 (a spout tuple nobody subscribed to) then completes the tree.
+    acker.batch(init(A, 0, 5))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=5, first_ms=5, last_ms=30, events=4, batch=1)]
+    )
+
+
+def test_fail_before_init_is_held_then_failed_when_init_arrives(acker: Harness) -> None:
+    acker.batch(fail(A, 10))
+    assert acker.pending_ids() == {A}
+    acker.assert_outcomes()
+    acker.batch(init(A, E1, 0))
+    acker.assert_outcomes(
+        failed=[outcome(A, "fail", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1)]
+    )
+
+
+def test_fail_wins_over_a_zero_checksum(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0), ack(A, E1, 10), fail(A, 20))
+    acker.assert_outcomes(
+        failed=[outcome(A, "fail", init_ms=0, first_ms=0, last_ms=20, events=3, batch=0)]
+    )
+
+
+def test_duplicated_ack_in_same_and_later_batch_is_dropped(acker: Harness) -> None:
+    acker.batch(init(A, E1 ^ E2, 0), ack(A, E1, 10), ack(A, E1, 10))
+    assert acker.pending_ids() == {A}
+    acker.batch(ack(A, E1, 10), ack(A, E2, 30))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=30, events=3, batch=1)]
+    )
+    duplicates = acker.table("batches").orderBy("batch_id").select("batch_id", "duplicates")
+    assert [tuple(r) for r in duplicates.collect()] == [(0, 1), (1, 1)]
+
+
+def test_multi_anchoring_one_tuple_in_two_trees(acker: Harness) -> None:
+    joined = E3
+    acker.batch(
+        init(A, E1, 0),
+        init(B, E2, 1, task=2),
+        ack(A, E1 ^ joined, 10),
+        ack(B, E2 ^ joined, 11),
+    )
+    assert acker.pending_ids() == {A, B}
+    acker.batch(ack(A, joined, 20), ack(B, joined, 20))
+    acker.assert_outcomes(
+        completed=[
+            outcome(A, "acked", init_ms=0, first_ms=0, last_ms=20, events=3, batch=1),
+            outcome(B, "acked", init_ms=1, first_ms=1, last_ms=20, events=3, batch=1, task=2),
+        ]
+    )
+
+
+@pytest.mark.parametrize("refresh", ["reset", "activity"])
+def test_expiry_exactly_at_the_buckets_th_tick(acker_factory, refresh: str) -> None:  # type: ignore[no-untyped-def]
+    acker = acker_factory(buckets=3, refresh=refresh)
+    acker.batch(init(A, E1 ^ E2, 0), ack(B, E3, 5))  # B: an ack whose init never comes
+    acker.tick()  # epoch 1
+    acker.batch(ack(A, E1, 10))  # activity renews A's stamp to 1; reset does not
+    acker.tick()  # epoch 2
+    assert acker.pending_ids() == {A, B}
+    acker.tick()  # epoch 3 = 0 + buckets: everything stamped 0 expires
+    a_timeout = outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1, epoch=3)
+    b_no_init = outcome(B, "no_init", init_ms=None, first_ms=5, last_ms=5, events=1, batch=1, epoch=3)
+    if refresh == "reset":
+        assert acker.pending_ids() == set()
+        acker.assert_outcomes(expired=[a_timeout, b_no_init])
+    else:
+        assert acker.pending_ids() == {A}
+        acker.assert_outcomes(expired=[b_no_init])
+        acker.tick()  # epoch 4 = 1 + buckets
+        a_timeout = outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1, epoch=4)
+        acker.assert_outcomes(expired=[a_timeout, b_no_init])
+
+
+def test_reset_renews_a_live_entry(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker = acker_factory(buckets=2, refresh="reset")
+    acker.batch(init(A, E1, 0), init(B, E2, 0))
+    acker.tick()  # epoch 1
+    acker.batch(reset(A, 50))  # A restamped at 1
+    acker.tick()  # epoch 2: B (stamp 0) expires, A (stamp 1) lives
+    assert acker.pending_ids() == {A}
+    acker.tick()  # epoch 3: A expires
+    acker.assert_outcomes(
+        expired=[
+            outcome(B, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=1, epoch=2),
+            outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=50, events=2, batch=1, epoch=3),
+        ]
+    )
+
+
+def test_late_ack_after_completion_and_after_expiry(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0), ack(A, E1, 10), init(B, E2, 0))
+    acker.tick(3)  # B expires at epoch 3
+    acker.batch(ack(A, E1, 100), ack(B, E2, 100))
+    assert acker.pending_ids() == set()
+    late = acker.table("late_events").select("anchor_id", "event_type", "outcome", "outcome_reason",
+                                              "outcome_batch_id", "batch_id")
+    expected = acker.spark.createDataFrame(
+        [(A, "ack", "completed", "acked", 0, 1), (B, "ack", "expired", "timeout", 0, 1)],
+        late.schema,
+    )
+    assert_df_equality(
+        late, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=10, events=2, batch=0)],
+        expired=[outcome(B, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0, epoch=3)],
+    )
+
+
+def test_fsshelter_protocol_track_anchor_ok_fail(acker: Harness) -> None:
+    # Track (init 0), Anchor for each new tuple id, Ok for each processed tuple.
+    t1, t2, t3 = E1, E2, E3
+    acker.batch(
+        init(A, 0, 0), anchor(A, t1, 1), anchor(A, t2, 2), ack(A, t1, 3), anchor(A, t3, 4),
+        init(B, 0, 0, task=3), anchor(B, t1, 1), fail(B, 9),
+    )
+    assert acker.pending_ids() == {A}
+    acker.batch(ack(A, t2, 20), ack(A, t3, 21))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=21, events=7, batch=1)],
+        failed=[outcome(B, "fail", init_ms=0, first_ms=0, last_ms=9, events=3, batch=0, task=3)],
+    )
+
+
+def test_storm_protocol_partial_checksums(acker: Harness) -> None:
+    # Spout emits to two tasks (edges a, b); the bolt on a emits c and d, acking a^c^d.
+    a, b, c, d = E1, E2, E3, E4
+    acker.batch(init(A, a ^ b, 0), ack(A, a ^ c ^ d, 10), ack(A, b, 11), ack(A, c, 20))
+    assert acker.pending_ids() == {A}
+    acker.batch(ack(A, d, 30))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=30, events=5, batch=1)]
+    )
