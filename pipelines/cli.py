@@ -1,4 +1,4 @@
-"""The ``acker`` command line: ``init``, ``ingest``, ``run``, ``tick``, ``status``, ``sql``, ``demo``.
+"""The ``acker`` command line: init, ingest, run, tick, status, sql, demo.
 
 Every verb takes ``--conf FILE`` and ``--warehouse DIR``. Exit code 0 on success; on failure a
 one-line reason on stderr and a non-zero code (2 for bad usage or config, 1 otherwise).
@@ -31,16 +31,24 @@ def _parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     verbs.add_parser("init", parents=[common], help="create the schema, tables and views")
     ingest = verbs.add_parser("ingest", parents=[common], help="append event files to ack_events")
-    ingest.add_argument("paths", nargs="+", metavar="PATH", help=".jsonl, .csv or .parquet files or folders")
-    verbs.add_parser("run", parents=[common], help="process every available event, then tick on the clock")
+    ingest.add_argument(
+        "paths", nargs="+", metavar="PATH", help=".jsonl, .csv or .parquet files or folders"
+    )
+    verbs.add_parser(
+        "run", parents=[common], help="process every available event, then tick on the clock"
+    )
     tick = verbs.add_parser("tick", parents=[common], help="advance the epoch N times (default 1)")
     tick.add_argument("count", nargs="?", type=int, default=1, metavar="N")
-    verbs.add_parser("status", parents=[common], help="epoch, last batch, pending and outcome counts")
+    verbs.add_parser(
+        "status", parents=[common], help="epoch, last batch, pending and outcome counts"
+    )
     sql = verbs.add_parser("sql", parents=[common], help="run a query against the acker's tables")
     sql.add_argument("query", metavar="QUERY")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=1000, help="rows to print at most (table format)")
-    verbs.add_parser("demo", parents=[common], help="generate a workload, process it, print a summary")
+    verbs.add_parser(
+        "demo", parents=[common], help="generate a workload, process it, print a summary"
+    )
     return parser
 
 
@@ -68,8 +76,9 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
     line = "+".join("-" * (w + 2) for w in widths)
     out.write("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |\n")
     out.write("|" + line + "|\n")
-    for row in cells:
-        out.write("| " + " | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) + " |\n")
+    for cell_row in cells:
+        padded = (v.ljust(w) for v, w in zip(cell_row, widths, strict=True))
+        out.write("| " + " | ".join(padded) + " |\n")
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
@@ -95,7 +104,9 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     spark = build_session(config)
     if args.verb == "init":
         created = jobs.init(spark, config)
-        print(f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_path}")
+        print(
+            f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_path}"
+        )
     elif args.verb == "ingest":
         jobs.open_tables(spark, config)
         count = jobs.ingest(spark, config, args.paths)

@@ -108,7 +108,6 @@ class Config:
         return replace(self, warehouse=replace(self.warehouse, path=str(path)))
 
 
-
 def _take(section: str, raw: dict[str, Any], key: str, kind: type, default: Any) -> Any:
     if key not in raw:
         return default
@@ -150,9 +149,7 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         tick_interval_s=_take("acker", raw, "tick_interval_s", float, d.tick_interval_s),
         max_pending=_take("acker", raw, "max_pending", int, d.max_pending),
         tombstone_epochs=_take("acker", raw, "tombstone_epochs", int, d.tombstone_epochs),
-        max_files_per_batch=_take(
-            "acker", raw, "max_files_per_batch", int, d.max_files_per_batch
-        ),
+        max_files_per_batch=_take("acker", raw, "max_files_per_batch", int, d.max_files_per_batch),
     )
     if settings.buckets < 2:
         raise ConfigError(f"acker.buckets = {settings.buckets}: must be an integer >= 2")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -118,7 +119,7 @@ def _append(df: DataFrame, config: Config, table: str, kind: str, version: int) 
 
 
 def _run_idempotent(
-    spark: SparkSession, config: Config, kind: str, version: int, name: str, **params: object
+    spark: SparkSession, config: Config, kind: str, version: int, name: str, **params: Any
 ) -> None:
     """Run a MERGE/DELETE statement that Delta skips if (app id, version) was committed."""
     spark.conf.set(_TXN_APP_ID, _app_id(config, kind))
@@ -180,7 +181,10 @@ def process_batch(
         assert summary is not None
 
     quarantined = run_sql(
-        spark, config, "select_quarantined_events", batch_id=batch_id,
+        spark,
+        config,
+        "select_quarantined_events",
+        batch_id=batch_id,
         source=config.qualified("ack_events"),
     )
     late = run_sql(spark, config, "select_late_events", batch_id=batch_id)
@@ -230,7 +234,9 @@ def process_batch(
     return result
 
 
-def tick(spark: SparkSession, config: Config, count: int = 1, clock: str = "manual") -> list[TickResult]:
+def tick(
+    spark: SparkSession, config: Config, count: int = 1, clock: str = "manual"
+) -> list[TickResult]:
     """Advance the epoch ``count`` times, expiring what each tick makes too old.
 
     An entry stamped with epoch ``e`` expires at the tick that makes the epoch ``e + buckets``
@@ -249,8 +255,10 @@ def tick(spark: SparkSession, config: Config, count: int = 1, clock: str = "manu
             epoch=new_epoch,
             last_batch_id=last_batch_id,
         ).localCheckpoint()
-        reasons = {row["reason"]: row["n"] for row in expired.groupBy("reason").count()
-                   .withColumnRenamed("count", "n").collect()}
+        reasons = {
+            row["reason"]: row["n"]
+            for row in expired.groupBy("reason").count().withColumnRenamed("count", "n").collect()
+        }
         if reasons:
             _append(expired, config, "expired", "tick", new_epoch)
             _run_idempotent(spark, config, "tick", new_epoch, "delete_expired", cutoff=cutoff)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -48,8 +49,13 @@ ACK_EVENTS_SCHEMA = T.StructType(
     ]
 )
 
-_FORMATS = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".csv": "csv",
-            ".parquet": "parquet"}
+_FORMATS = {
+    ".jsonl": "json",
+    ".json": "json",
+    ".ndjson": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
 
 
 class AckerError(RuntimeError):
@@ -110,22 +116,34 @@ def append_events(spark: SparkSession, config: Config, events: Iterable[Event]) 
 def _read_file(spark: SparkSession, path: Path) -> DataFrame:
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise AckerError(f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv or .parquet)")
+        raise AckerError(
+            f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv or .parquet)"
+        )
     if fmt == "parquet":
         df = spark.read.parquet(str(path))
     else:
         reader = spark.read.schema(
-            T.StructType([*ACK_EVENTS_SCHEMA.fields[:6],
-                          T.StructField("event_time", T.StringType()),
-                          ACK_EVENTS_SCHEMA.fields[7]])
+            T.StructType(
+                [
+                    *ACK_EVENTS_SCHEMA.fields[:6],
+                    T.StructField("event_time", T.StringType()),
+                    ACK_EVENTS_SCHEMA.fields[7],
+                ]
+            )
         )
-        df = reader.option("header", "true").csv(str(path)) if fmt == "csv" else reader.json(str(path))
+        df = (
+            reader.option("header", "true").csv(str(path))
+            if fmt == "csv"
+            else reader.json(str(path))
+        )
         df = df.withColumn("event_time", F.to_timestamp("event_time"))
-    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in ACK_EVENTS_SCHEMA.fields])
+    return df.select(
+        [F.col(f.name).cast(f.dataType).alias(f.name) for f in ACK_EVENTS_SCHEMA.fields]
+    )
 
 
 def ingest(spark: SparkSession, config: Config, paths: Sequence[str | Path]) -> int:
-    """Append the events of JSON Lines, CSV or Parquet files (or folders of them) to ``ack_events``."""
+    """Append the events of JSON Lines, CSV or Parquet files (or folders) to ``ack_events``."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -162,6 +180,12 @@ def _process_available(spark: SparkSession, config: Config) -> None:
     query.awaitTermination()
 
 
+def _scalar(df: DataFrame) -> Any:
+    """The single value of a one-row, one-column result."""
+    row = df.first()
+    return None if row is None else row[0]
+
+
 def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) -> int:
     """How many ticks the configured clock owes now (always 0 for the manual clock)."""
     clock = config.acker.clock
@@ -170,21 +194,21 @@ def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) 
     interval = config.acker.tick_interval_s
     ticks = spark.table(config.qualified("ticks"))
     if clock == "processing_time":
-        last = ticks.agg(F.max("ticked_at")).first()
-        first_batch = spark.table(config.qualified("batches")).agg(F.min("started_at")).first()
-        reference = (last and last[0]) or (first_batch and first_batch[0])
+        last_tick = _scalar(ticks.agg(F.max("ticked_at")))
+        first_batch = _scalar(spark.table(config.qualified("batches")).agg(F.min("started_at")))
+        reference: datetime | None = last_tick or first_batch
         if reference is None:
             return 0
         current = now or datetime.now(UTC).replace(tzinfo=None)
         return max(0, math.floor((current - reference).total_seconds() / interval))
     # event_time: epoch k starts k intervals after the first event; the watermark is the
     # latest event_time applied, so a backfill ticks exactly as the live run did.
-    bounds = spark.table(config.qualified("ack_events")).agg(
-        F.min("event_time"), F.max("event_time")
-    ).first()
-    if bounds is None or bounds[0] is None:
+    events = spark.table(config.qualified("ack_events"))
+    earliest: datetime | None = _scalar(events.agg(F.min("event_time")))
+    watermark: datetime | None = _scalar(events.agg(F.max("event_time")))
+    if earliest is None or watermark is None:
         return 0
-    target = math.floor((bounds[1] - bounds[0]).total_seconds() / interval)
+    target = math.floor((watermark - earliest).total_seconds() / interval)
     epoch, _ = current_position(spark, config)
     return max(0, target - epoch)
 

@@ -49,9 +49,9 @@ def attach_tables(spark: SparkSession, config: Config) -> None:
         )
     for table in TABLES:
         name = config.qualified(table)
-        location = table_location(config, table)
-        if not spark.catalog.tableExists(name) and (location / "_delta_log").is_dir():
-            spark.catalog.createTable(name, path=str(location), source="delta")
+        folder = table_location(config, table)
+        if not spark.catalog.tableExists(name) and (folder / "_delta_log").is_dir():
+            spark.catalog.createTable(name, path=str(folder), source="delta")
     _use_schema(spark, config)
     if not missing_tables(spark, config):
         run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))

@@ -163,7 +163,9 @@ class _Simulator:
             if roll >= self.spec.fail_rate + self.spec.lost_ack_rate:
                 tree.emit("ack", tuple_id, f"bolt-{depth}", self.later(at))
 
-    def join(self, first: tuple[_Tree, tuple[int, Event]], second: tuple[_Tree, tuple[int, Event]]) -> None:
+    def join(
+        self, first: tuple[_Tree, tuple[int, Event]], second: tuple[_Tree, tuple[int, Event]]
+    ) -> None:
         """An aggregating bolt anchors one tuple to a leaf of each tree: the same edge id
         enters both checksums, and its ack is sent to both roots."""
         joined = new_id(self.rng)
@@ -186,8 +188,13 @@ class _Simulator:
             if event.event_type == "init" and self.rng.random() < self.spec.late_init_rate:
                 batch = min(tree.batch + 1, last_batch)
             delivered.append(replace(event, batch=batch))
-            if event.event_type in ("ack", "anchor") and self.rng.random() < self.spec.duplicate_rate:
-                delivered.append(replace(event, batch=min(batch + self.rng.randint(0, 1), last_batch)))
+            if (
+                event.event_type in ("ack", "anchor")
+                and self.rng.random() < self.spec.duplicate_rate
+            ):
+                delivered.append(
+                    replace(event, batch=min(batch + self.rng.randint(0, 1), last_batch))
+                )
         return delivered
 
 

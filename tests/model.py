@@ -98,8 +98,17 @@ class AckerModel:
         if e.first_time is not None and e.last_time is not None:
             latency = (e.last_time - e.first_time) // _MS
         return Outcome(
-            anchor, e.spout_task, e.source_msg_id, reason, e.init_time, e.first_time,
-            e.last_time, latency, e.event_count, batch_id, self.epoch,
+            anchor,
+            e.spout_task,
+            e.source_msg_id,
+            reason,
+            e.init_time,
+            e.first_time,
+            e.last_time,
+            latency,
+            e.event_count,
+            batch_id,
+            self.epoch,
         )
 
     def _resolve(self, kind: str, outcome: Outcome) -> None:
@@ -197,5 +206,6 @@ class AckerModel:
             for anchor, entry in list(self.pending.items()):
                 if entry.epoch + self.buckets <= self.epoch:
                     reason = "timeout" if entry.has_init else "no_init"
-                    self._resolve("expired", self._outcome(anchor, entry, reason, self.last_batch_id))
-
+                    self._resolve(
+                        "expired", self._outcome(anchor, entry, reason, self.last_batch_id)
+                    )

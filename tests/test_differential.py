@@ -45,8 +45,9 @@ def test_pipeline_equals_model(acker_factory, seed: int, settings: dict[str, obj
     expected_late = acker.spark.createDataFrame(
         [(e.anchor_id, e.event_type, e.xor_value, kind) for e, kind in model.late], late.schema
     )
-    assert_df_equality(late, expected_late, ignore_row_order=True, ignore_nullable=True,
-                       ignore_metadata=True)
+    assert_df_equality(
+        late, expected_late, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
     assert acker.pending_ids() == set(model.pending)
     totals = acker.table("batches").agg({"duplicates": "sum", "events_in": "sum"}).first()
     assert totals is not None

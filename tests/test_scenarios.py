@@ -19,7 +19,12 @@ def test_empty_batch_writes_a_batch_row_and_no_outcome(acker: Harness) -> None:
     empty = acker.spark.createDataFrame([], ACK_EVENTS_SCHEMA)
     result = process_batch(acker.spark, acker.config, empty, 0)
     assert result is not None
-    assert (result.events_in, result.events_applied, result.completed, result.failed) == (0, 0, 0, 0)
+    assert (result.events_in, result.events_applied, result.completed, result.failed) == (
+        0,
+        0,
+        0,
+        0,
+    )
     assert acker.table("batches").select("batch_id", "events_in").collect() == [(0, 0)]
     assert acker.pending_ids() == set()
     acker.assert_outcomes()
@@ -121,7 +126,9 @@ def test_expiry_exactly_at_the_buckets_th_tick(acker_factory, refresh: str) -> N
     assert acker.pending_ids() == {A, B}
     acker.tick()  # epoch 3 = 0 + buckets: everything stamped 0 expires
     a_timeout = outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1, epoch=3)
-    b_no_init = outcome(B, "no_init", init_ms=None, first_ms=5, last_ms=5, events=1, batch=1, epoch=3)
+    b_no_init = outcome(
+        B, "no_init", init_ms=None, first_ms=5, last_ms=5, events=1, batch=1, epoch=3
+    )
     if refresh == "reset":
         assert acker.pending_ids() == set()
         acker.assert_outcomes(expired=[a_timeout, b_no_init])
@@ -129,7 +136,9 @@ def test_expiry_exactly_at_the_buckets_th_tick(acker_factory, refresh: str) -> N
         assert acker.pending_ids() == {A}
         acker.assert_outcomes(expired=[b_no_init])
         acker.tick()  # epoch 4 = 1 + buckets
-        a_timeout = outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1, epoch=4)
+        a_timeout = outcome(
+            A, "timeout", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1, epoch=4
+        )
         acker.assert_outcomes(expired=[a_timeout, b_no_init])
 
 
@@ -154,8 +163,9 @@ def test_late_ack_after_completion_and_after_expiry(acker: Harness) -> None:
     acker.tick(3)  # B expires at epoch 3
     acker.batch(ack(A, E1, 100), ack(B, E2, 100))
     assert acker.pending_ids() == set()
-    late = acker.table("late_events").select("anchor_id", "event_type", "outcome", "outcome_reason",
-                                              "outcome_batch_id", "batch_id")
+    late = acker.table("late_events").select(
+        "anchor_id", "event_type", "outcome", "outcome_reason", "outcome_batch_id", "batch_id"
+    )
     expected = acker.spark.createDataFrame(
         [(A, "ack", "completed", "acked", 0, 1), (B, "ack", "expired", "timeout", 0, 1)],
         late.schema,
@@ -165,7 +175,9 @@ def test_late_ack_after_completion_and_after_expiry(acker: Harness) -> None:
     )
     acker.assert_outcomes(
         completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=10, events=2, batch=0)],
-        expired=[outcome(B, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0, epoch=3)],
+        expired=[
+            outcome(B, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0, epoch=3)
+        ],
     )
 
 
@@ -173,8 +185,14 @@ def test_fsshelter_protocol_track_anchor_ok_fail(acker: Harness) -> None:
     # Track (init 0), Anchor for each new tuple id, Ok for each processed tuple.
     t1, t2, t3 = E1, E2, E3
     acker.batch(
-        init(A, 0, 0), anchor(A, t1, 1), anchor(A, t2, 2), ack(A, t1, 3), anchor(A, t3, 4),
-        init(B, 0, 0, task=3), anchor(B, t1, 1), fail(B, 9),
+        init(A, 0, 0),
+        anchor(A, t1, 1),
+        anchor(A, t2, 2),
+        ack(A, t1, 3),
+        anchor(A, t3, 4),
+        init(B, 0, 0, task=3),
+        anchor(B, t1, 1),
+        fail(B, 9),
     )
     assert acker.pending_ids() == {A}
     acker.batch(ack(A, t2, 20), ack(A, t3, 21))

@@ -23,16 +23,27 @@ def test_acking_branching_bolts_and_aggregator(acker: Harness) -> None:
     g1, g2, g3, h1, h2 = ids(5)
     k2, k3, k4, m1, m2 = ids(5)
     first = [
-        init(a_root, a, 0), ack(a_root, a ^ x1 ^ x2, 1),  # bolt 4 branches A into 2
-        init(b_root, b, 0, task=2), ack(b_root, b ^ y1 ^ y2 ^ y3 ^ y4, 1),  # bolt 5 into 4
+        init(a_root, a, 0),
+        ack(a_root, a ^ x1 ^ x2, 1),  # bolt 4 branches A into 2
+        init(b_root, b, 0, task=2),
+        ack(b_root, b ^ y1 ^ y2 ^ y3 ^ y4, 1),  # bolt 5 into 4
         # bolt 7 aggregates A1, A2, B1 into G (ids {A: g1^g2, B: g3}) and acks them
-        ack(a_root, x1 ^ g1, 2), ack(a_root, x2 ^ g2, 2), ack(b_root, y1 ^ g3, 2),
+        ack(a_root, x1 ^ g1, 2),
+        ack(a_root, x2 ^ g2, 2),
+        ack(b_root, y1 ^ g3, 2),
         # bolt 8 emits H1, H2 anchored to G: the same edges under both roots
-        ack(a_root, g1 ^ g2 ^ h1 ^ h2, 3), ack(b_root, g3 ^ h1 ^ h2, 3),
-        ack(a_root, h1, 4), ack(b_root, h1, 4), ack(a_root, h2, 4), ack(b_root, h2, 4),
+        ack(a_root, g1 ^ g2 ^ h1 ^ h2, 3),
+        ack(b_root, g3 ^ h1 ^ h2, 3),
+        ack(a_root, h1, 4),
+        ack(b_root, h1, 4),
+        ack(a_root, h2, 4),
+        ack(b_root, h2, 4),
         # bolt 7 aggregates B2..B4 into K; bolt 8 emits M1, M2
-        ack(b_root, y2 ^ k2, 5), ack(b_root, y3 ^ k3, 5), ack(b_root, y4 ^ k4, 5),
-        ack(b_root, k2 ^ k3 ^ k4 ^ m1 ^ m2, 6), ack(b_root, m1, 7),
+        ack(b_root, y2 ^ k2, 5),
+        ack(b_root, y3 ^ k3, 5),
+        ack(b_root, y4 ^ k4, 5),
+        ack(b_root, k2 ^ k3 ^ k4 ^ m1 ^ m2, 6),
+        ack(b_root, m1, 7),
     ]
     acker.batch(*first)
     assert acker.pending_ids() == {b_root}, "A is complete; B waits for its last ack"
@@ -68,7 +79,9 @@ def test_timeout_ack_every_other(acker: Harness) -> None:
             outcome(r1, "acked", init_ms=0, first_ms=0, last_ms=1, events=2, batch=0),
             outcome(r3, "acked", init_ms=3, first_ms=3, last_ms=4, events=2, batch=0),
         ],
-        expired=[outcome(r2, "timeout", init_ms=2, first_ms=2, last_ms=2, events=1, batch=0, epoch=3)],
+        expired=[
+            outcome(r2, "timeout", init_ms=2, first_ms=2, last_ms=2, events=1, batch=0, epoch=3)
+        ],
     )
 
 

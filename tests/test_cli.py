@@ -1,0 +1,171 @@
+"""The `acker` command line, in-process for speed and once as a real console-script process."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.cli import main
+from tests.conftest import TEST_SPARK_CONF, make_config
+
+A, B = 7001, 7002
+
+
+def write_conf(tmp_path: Path, **acker: object) -> Path:
+    config = make_config(tmp_path / "warehouse", **acker)
+    lines = ["[acker]"] + [f"{k} = {v!r}" for k, v in acker.items()]
+    lines += [
+        "[warehouse]",
+        f'path = "{config.warehouse.path}"',
+        f'schema = "{config.warehouse.schema}"',
+    ]
+    lines += ["[spark.conf]"] + [f'"{k}" = "{v}"' for k, v in TEST_SPARK_CONF.items()]
+    path = tmp_path / "acker.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def acker(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_cli_end_to_end_on_files(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    conf = str(write_conf(tmp_path, buckets=2))
+    (tmp_path / "a.jsonl").write_text(
+        json.dumps(
+            {
+                "anchor_id": A,
+                "event_type": "init",
+                "xor_value": 12,
+                "spout_task": 3,
+                "source_msg_id": "msg-a",
+                "event_time": "2026-03-01T12:00:00",
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "anchor_id": A,
+                "event_type": "ack",
+                "xor_value": 12,
+                "event_time": "2026-03-01T12:00:01.250",
+            }
+        )
+        + "\n"
+    )
+    (tmp_path / "b.csv").write_text(
+        "anchor_id,event_type,xor_value,spout_task,source_msg_id,component,event_time,event_id\n"
+        f"{B},init,5,4,msg-b,spout,2026-03-01 12:00:02,e1\n"
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "anchor_id": pa.array([B], pa.int64()),
+                "event_type": ["fail"],
+                "event_time": pa.array([1772366405000000], pa.timestamp("us")),
+            }
+        ),
+        tmp_path / "c.parquet",
+    )
+    assert "created 9 tables" in acker(capsys, "init", "--conf", conf)
+    assert "ingested 4 events" in acker(
+        capsys,
+        "ingest",
+        "--conf",
+        conf,
+        str(tmp_path / "a.jsonl"),
+        str(tmp_path / "b.csv"),
+        str(tmp_path / "c.parquet"),
+    )
+    out = acker(capsys, "run", "--conf", conf)
+    assert "4 events: 1 completed, 1 failed" in out
+    out = acker(
+        capsys,
+        "sql",
+        "--conf",
+        conf,
+        "--format",
+        "json",
+        "select anchor_id, outcome, reason, spout_task, latency_ms"
+        " from outcomes order by anchor_id",
+    )
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {
+            "anchor_id": A,
+            "outcome": "completed",
+            "reason": "acked",
+            "spout_task": 3,
+            "latency_ms": 1250,
+        },
+        {
+            "anchor_id": B,
+            "outcome": "failed",
+            "reason": "fail",
+            "spout_task": 4,
+            "latency_ms": 3000,
+        },
+    ]
+    out = acker(capsys, "sql", "--conf", conf, "--format", "csv", "select anchor_id from completed")
+    assert list(csv.reader(io.StringIO(out))) == [["anchor_id"], [str(A)]]
+    out = acker(capsys, "sql", "--conf", conf, "select anchor_id, reason from failed")
+    assert [cell.strip() for cell in out.splitlines()[2].split("|")[1:3]] == [str(B), "fail"]
+    assert acker(capsys, "tick", "--conf", conf, "2").strip() == "epoch 2: 0 trees expired"
+    status = acker(capsys, "status", "--conf", conf)
+    assert "epoch 2, last batch 0" in status
+    assert "completed          1" in status and "pending            0" in status
+
+
+def test_bad_config_exits_2_with_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "bad.toml"
+    conf.write_text("[acker]\nbuckets = 1\n")
+    assert main(["status", "--conf", str(conf)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "acker: config error: acker.buckets = 1: must be an integer >= 2"
+
+
+def test_uninitialised_warehouse_is_a_one_line_error(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    conf = str(write_conf(tmp_path))
+    assert main(["status", "--conf", conf]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run `acker init` first" in err[0]
+
+
+def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path)
+    script = Path(sys.executable).parent / "acker"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    init = subprocess.run(
+        [str(script), "init", "--conf", str(conf)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert init.returncode == 0, init.stderr
+    status = subprocess.run(
+        [str(script), "status", "--conf", str(conf)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith("epoch 0, last batch -1")

@@ -1,0 +1,64 @@
+"""Configuration: defaults, the shipped files, and clear refusals of bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import Config, ConfigError, load_config, parse_config
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def test_local_conf_file_equals_the_embedded_default() -> None:
+    assert load_config(CONF / "local.toml") == load_config(None) == Config()
+
+
+@pytest.mark.parametrize("name", ["cluster.example.toml", "databricks.example.toml"])
+def test_example_confs_are_valid(name: str) -> None:
+    assert isinstance(load_config(CONF / name), Config)
+
+
+def test_warehouse_option_overrides_the_file(tmp_path: Path) -> None:
+    config = load_config(CONF / "local.toml", warehouse=tmp_path)
+    assert config.warehouse_path == tmp_path.resolve()
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"acker": {"buckets": 1}}, "acker.buckets = 1: must be an integer >= 2"),
+        ({"acker": {"buckets": -3}}, "acker.buckets = -3"),
+        ({"acker": {"buckets": "3"}}, "acker.buckets = '3': must be of type int"),
+        ({"acker": {"buckets": True}}, "acker.buckets = True"),
+        ({"acker": {"refresh": "always"}}, "acker.refresh = 'always'"),
+        ({"acker": {"clock": "wall"}}, "acker.clock = 'wall'"),
+        ({"acker": {"tick_interval_s": 0}}, "acker.tick_interval_s = 0.0: must be > 0"),
+        ({"acker": {"max_pending": 0}}, "acker.max_pending = 0"),
+        ({"acker": {"tombstone_epochs": -1}}, "acker.tombstone_epochs = -1"),
+        ({"acker": {"bucket": 3}}, "acker.bucket: unknown key"),
+        (
+            {"warehouse": {"schema": "acker; drop table x"}},
+            "warehouse.schema = 'acker; drop table x'",
+        ),
+        ({"warehouse": {"schema": "ack`er"}}, "warehouse.schema = 'ack`er'"),
+        ({"warehouse": {"catalog": "main.x"}}, "warehouse.catalog = 'main.x'"),
+        ({"spark": {"delta_jars": "maybe"}}, "spark.delta_jars = 'maybe'"),
+        ({"sparks": {}}, "(top level).sparks: unknown key"),
+        ({"acker": 3}, "[acker]: must be a table"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    assert message in str(error.value)
+
+
+def test_unreadable_and_malformed_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[acker\nbuckets = 3\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(broken)
