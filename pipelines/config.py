@@ -73,7 +73,7 @@ class SparkSettings:
     app_name: str = "batch-acker"
     delta_jars: str = "resolve"
     jar_cache: str = ""
-    log_level: str = "ERROR"
+    log_level: str = "FATAL"
     conf: dict[str, str] = field(default_factory=dict)
 
 

@@ -121,6 +121,8 @@ def _read_file(spark: SparkSession, path: Path) -> DataFrame:
         )
     if fmt == "parquet":
         df = spark.read.parquet(str(path))
+        absent = [f for f in ACK_EVENTS_SCHEMA.fields if f.name not in df.columns]
+        df = df.withColumns({f.name: F.lit(None).cast(f.dataType) for f in absent})
     else:
         reader = spark.read.schema(
             T.StructType(

@@ -16,7 +16,7 @@ from tests.model import AckerModel
     [
         (1, {"buckets": 3, "refresh": "reset"}),
         (2, {"buckets": 2, "refresh": "activity"}),
-        (3, {"buckets": 3, "refresh": "reset", "tombstone_epochs": 1, "max_pending": 120}),
+        (3, {"buckets": 3, "refresh": "reset", "tombstone_epochs": 1, "max_pending": 30}),
     ],
 )
 def test_pipeline_equals_model(acker_factory, seed: int, settings: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
