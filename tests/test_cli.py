@@ -147,25 +147,22 @@ def test_uninitialised_warehouse_is_a_one_line_error(
 
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
-    conf = write_conf(tmp_path)
-    script = Path(sys.executable).parent / "acker"
+    conf = str(write_conf(tmp_path))
+    script = str(Path(sys.executable).parent / "acker")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    init = subprocess.run(
-        [str(script), "init", "--conf", str(conf)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [script, *argv, "--conf", conf],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+
+    init = run("init")
     assert init.returncode == 0, init.stderr
-    status = subprocess.run(
-        [str(script), "status", "--conf", str(conf)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
+    status = run("status")
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith("epoch 0, last batch -1")
