@@ -1,0 +1,47 @@
+"""Jobs beyond a single batch: the clocks that drive `acker run`, and the demo workload."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pyspark.sql import functions as F
+
+from pipelines import jobs
+from pipelines.workload import WorkloadSpec
+from tests.acker_harness import Harness, ack, init
+
+
+def test_manual_clock_never_ticks_on_run(acker: Harness) -> None:
+    report = acker.batch(init(1, 5, 0), ack(2, 7, 90_000_000))
+    assert report.ticks == []
+    assert jobs.status(acker.spark, acker.config).epoch == 0
+
+
+def test_processing_time_clock_owes_one_tick_per_interval(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(clock="processing_time", tick_interval_s=3600.0)
+    assert acker.batch(init(1, 5, 0)).ticks == [], "less than an interval has passed"
+    started = acker.table("batches").agg(F.min("started_at")).first()[0]  # type: ignore[index]
+    later = started + timedelta(seconds=2.5 * 3600)
+    assert jobs.due_ticks(acker.spark, acker.config, now=later) == 2
+
+
+def test_event_time_clock_follows_the_watermark(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    first = acker.batch(init(1, 5, 0), ack(1, 9, 5_000), init(2, 6, 25_000))
+    assert [t.epoch for t in first.ticks] == [1, 2]
+    second = acker.batch(ack(2, 3, 41_000))
+    assert [t.epoch for t in second.ticks] == [3, 4]
+    # Both trees were stamped at epoch 0 by the first batch: the tick to epoch 3 expired them.
+    assert acker.pending_ids() == set()
+    expired = acker.table("expired").select("anchor_id", "epoch").orderBy("anchor_id")
+    assert [tuple(r) for r in expired.collect()] == [(1, 3), (2, 3)]
+
+
+def test_demo_resolves_every_tree_exactly_once(spark, acker: Harness) -> None:  # type: ignore[no-untyped-def]
+    spec = WorkloadSpec(trees=150, batches=3, seed=5)
+    status = jobs.demo(spark, acker.config, spec)
+    outcomes = acker.table("outcomes")
+    assert status.pending == 0
+    assert status.completed + status.failed + status.expired == spec.trees
+    assert outcomes.select("anchor_id").distinct().count() == spec.trees
+    assert status.completed > 0 and status.failed > 0 and status.expired > 0
