@@ -211,3 +211,18 @@ def test_storm_protocol_partial_checksums(acker: Harness) -> None:
     acker.assert_outcomes(
         completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=30, events=5, batch=1)]
     )
+
+
+def test_replaying_a_committed_batch_changes_nothing(acker: Harness) -> None:
+    events = [init(A, E1 ^ E2, 0), ack(A, E1, 10), ack(A, E2, 20), init(B, E3, 5)]
+    acker.batch(*events)
+    before = {name: acker.table(name).collect() for name in ("completed", "pending", "batches")}
+    replay = acker.spark.createDataFrame([e.row() for e in events], ACK_EVENTS_SCHEMA)
+    assert process_batch(acker.spark, acker.config, replay, 0) is None
+    for name, rows in before.items():
+        after = acker.table(name).collect()
+        assert sorted(after, key=repr) == sorted(rows, key=repr), name
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=20, events=3, batch=0)]
+    )
+    assert acker.pending_ids() == {B}
