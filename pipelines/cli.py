@@ -109,8 +109,15 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         )
     elif args.verb == "ingest":
         jobs.open_tables(spark, config)
-        count = jobs.ingest(spark, config, args.paths)
-        print(f"ingested {count} events into {config.qualified('ack_events')}")
+        ingested = jobs.ingest(
+            spark, config, args.paths, progress=lambda line: print(line, file=sys.stderr)
+        )
+        new_files = ingested.files - ingested.skipped_files
+        print(
+            f"ingested {ingested.events} events from {new_files} files "
+            f"into {config.qualified('ack_events')}; "
+            f"{ingested.skipped_files} files already ingested, skipped"
+        )
     elif args.verb == "run":
         report = jobs.run(spark, config)
         print(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 
 from pyspark.sql import functions as F
 
@@ -45,3 +47,32 @@ def test_demo_resolves_every_tree_exactly_once(spark, acker: Harness) -> None:  
     assert status.completed + status.failed + status.expired == spec.trees
     assert outcomes.select("anchor_id").distinct().count() == spec.trees
     assert status.completed > 0 and status.failed > 0 and status.expired > 0
+
+
+def test_ingesting_the_same_files_again_adds_nothing(acker: Harness, tmp_path: Path) -> None:
+    folder = tmp_path / "events"
+    (folder / "day1").mkdir(parents=True)
+    rows = [
+        {
+            "anchor_id": 1,
+            "event_type": "init",
+            "xor_value": 3,
+            "spout_task": 0,
+            "event_time": "2026-03-01T12:00:00",
+        },
+        {"anchor_id": 1, "event_type": "ack", "xor_value": 3, "event_time": "2026-03-01T12:00:01"},
+    ]
+    (folder / "day1" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "b.jsonl").write_text(json.dumps(rows[0] | {"anchor_id": 2}) + "\n")
+    lines: list[str] = []
+
+    first = jobs.ingest(acker.spark, acker.config, [folder], progress=lines.append)
+    assert (first.files, first.events, first.skipped_files) == (2, 3, 0)
+    # The same folder again, plus an overlapping sub-folder: every file is already in.
+    again = jobs.ingest(acker.spark, acker.config, [folder, folder / "day1"])
+    assert (again.files, again.events, again.skipped_files) == (3, 0, 3)
+    assert acker.table("ack_events").count() == 3
+    assert lines == [
+        f"[1/2] {folder / 'b.jsonl'}: 1 events",
+        f"[2/2] {folder / 'day1' / 'a.jsonl'}: 2 events",
+    ]
