@@ -63,7 +63,8 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     created = missing_tables(spark, config)
     for table in created:
         run_sql(spark, config, TABLES[table], table=config.qualified(table))
-    run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))
+    if created:  # otherwise attach_tables has already made the view
+        run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))
     return created
 
 
