@@ -22,6 +22,7 @@ from pipelines.sql import run_sql
 __all__ = [
     "BatchResult",
     "TickResult",
+    "append_idempotent",
     "current_position",
     "process_batch",
     "tick",
@@ -107,8 +108,8 @@ def current_position(spark: SparkSession, config: Config) -> tuple[int, int]:
     return int(row["epoch"]), int(row["last_batch_id"])
 
 
-def _append(df: DataFrame, config: Config, table: str, kind: str, version: int) -> None:
-    """Append idempotently: Delta skips the write if this (app id, version) was committed."""
+def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, version: int) -> None:
+    """Append ``df`` to ``table``; Delta skips the write if this (kind, version) was committed."""
     (
         df.write.format("delta")
         .mode("append")
@@ -201,11 +202,11 @@ def process_batch(
             resolved = run_sql(
                 spark, config, "select_resolved", outcome=outcome, batch_id=batch_id, epoch=epoch
             )
-            _append(resolved, config, outcome, "batch", batch_id)
+            append_idempotent(resolved, config, outcome, "batch", batch_id)
     if counts["late"]:
-        _append(late, config, "late_events", "batch", batch_id)
+        append_idempotent(late, config, "late_events", "batch", batch_id)
     if counts["quarantined"]:
-        _append(quarantined, config, "quarantine", "batch", batch_id)
+        append_idempotent(quarantined, config, "quarantine", "batch", batch_id)
     if summary["rows_in"]:
         _run_idempotent(spark, config, "batch", batch_id, "merge_pending")
 
@@ -228,7 +229,7 @@ def process_batch(
         pending_removed=int(summary["pending_removed"]),
     )
     log = spark.createDataFrame([tuple(asdict(result).values())], BATCHES_SCHEMA)
-    _append(log, config, "batches", "batch", batch_id)
+    append_idempotent(log, config, "batches", "batch", batch_id)
     for view in ("batch_events", "classified_events", "batch_tombstones", "batch_state"):
         spark.catalog.dropTempView(view)
     return result
@@ -260,7 +261,7 @@ def tick(
             for row in expired.groupBy("reason").count().withColumnRenamed("count", "n").collect()
         }
         if reasons:
-            _append(expired, config, "expired", "tick", new_epoch)
+            append_idempotent(expired, config, "expired", "tick", new_epoch)
             _run_idempotent(spark, config, "tick", new_epoch, "delete_expired", cutoff=cutoff)
         result = TickResult(
             epoch=new_epoch,
@@ -271,6 +272,6 @@ def tick(
             last_batch_id=last_batch_id,
         )
         log = spark.createDataFrame([tuple(asdict(result).values())], TICKS_SCHEMA)
-        _append(log, config, "ticks", "tick", new_epoch)
+        append_idempotent(log, config, "ticks", "tick", new_epoch)
         results.append(result)
     return results

@@ -19,7 +19,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.config import Config
-from pipelines.engine import TickResult, current_position, process_batch, tick
+from pipelines.engine import (
+    TickResult,
+    append_idempotent,
+    current_position,
+    process_batch,
+    tick,
+)
 from pipelines.tables import attach_tables, create_tables, missing_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -194,15 +200,7 @@ def ingest(
     for number, file in enumerate(files, start=1):
         df = _read_file(spark, file).localCheckpoint()
         before = _table_version(spark, config, "ack_events")
-        (
-            df.write.format("delta")
-            .mode("append")
-            .option(
-                "txnAppId", f"batch-acker/{config.qualified_schema}/ingest/{_file_digest(file)}"
-            )
-            .option("txnVersion", "0")
-            .saveAsTable(config.qualified("ack_events"))
-        )
+        append_idempotent(df, config, "ack_events", f"ingest/{_file_digest(file)}", 0)
         if _table_version(spark, config, "ack_events") == before:
             skipped += 1
             outcome = "already ingested, skipped"
