@@ -1,9 +1,16 @@
 -- aggregate_batch.sql
 -- What: the heart of the acker. Collapses the micro-batch's valid, non-late events per
 --       (anchor, type, value) to drop re-deliveries, XORs them per anchor with bit_xor, and
---       combines the result with the anchor's pending row into its new state and outcome.
+--       combines the result with the anchor's base state into its new state and outcome.
+--       The base state is the opaque transactional one: a pending row written by this same
+--       batch id (an earlier, interrupted or replayed attempt) contributes its `prev` values,
+--       any other pending row its current values. So applying a batch again, with the same or
+--       different content, gives what one application would.
 -- Who runs it: pipelines.engine.process_batch.
 -- Parameters: :pending (table); :batch_id; :epoch, the current epoch; :refresh, reset | activity.
+-- Output: one row per anchor to write, with `action`: upsert (new state, resolved or not),
+--         drop (a row only an earlier attempt of this batch created) or purge (a tree resolved
+--         by an earlier batch, whose row can go now that the batch is committed).
 -- Edge cases: bit_xor of no rows is NULL, hence coalesce(.., 0); an init value of 0 is valid;
 --             nothing resolves without an init; fail wins over a zero checksum.
 with valid_events as (
@@ -28,19 +35,50 @@ event_keys as (
     group by anchor_id, event_type, xor_value
 ),
 
-live as (
+batch_anchors as (
+    select distinct anchor_id from event_keys
+),
+
+touched as (
     select p.*
     from identifier(:pending) as p
-    left semi join event_keys as k on p.anchor_id = k.anchor_id
+    left join batch_anchors as b on p.anchor_id = b.anchor_id
+    where b.anchor_id is not null or p.batch_id = :batch_id or p.outcome is not null
+),
+
+bases as (
+    select
+        anchor_id,
+        case
+            when batch_id = :batch_id then prev
+            when outcome is null then named_struct(
+                'checksum', checksum,
+                'has_init', has_init,
+                'failed', failed,
+                'spout_task', spout_task,
+                'source_msg_id', source_msg_id,
+                'init_time', init_time,
+                'first_event_time', first_event_time,
+                'last_event_time', last_event_time,
+                'event_count', event_count,
+                'epoch', epoch,
+                'applied_keys', applied_keys
+            )
+        end as base,
+        outcome is not null and batch_id < :batch_id as resolved_earlier,
+        -- pending before this batch minus pending in the table now, for this row
+        cast(batch_id = :batch_id and prev is not null as int)
+        - cast(batch_id = :batch_id and outcome is null as int) as pending_adjust
+    from touched
 ),
 
 marked_keys as (
     select
         k.*,
         k.event_type in ('init', 'ack', 'anchor')
-            and coalesce(array_contains(l.applied_keys, k.event_key), false) as seen_before
+            and coalesce(array_contains(b.base.applied_keys, k.event_key), false) as seen_before
     from event_keys as k
-    left join live as l on k.anchor_id = l.anchor_id
+    left join bases as b on k.anchor_id = b.anchor_id
 ),
 
 batch_agg as (
@@ -77,42 +115,76 @@ batch_agg as (
     group by anchor_id
 ),
 
+combined as (
+    select
+        coalesce(a.anchor_id, b.anchor_id) as anchor_id,
+        b.base,
+        a.anchor_id is not null as has_events,
+        b.anchor_id is not null as in_table,
+        coalesce(b.resolved_earlier, false) as resolved_earlier,
+        coalesce(b.pending_adjust, 0) as pending_adjust,
+        coalesce(a.xor_delta, 0) as xor_delta,
+        coalesce(a.saw_init, false) as saw_init,
+        coalesce(a.saw_fail, false) as saw_fail,
+        coalesce(a.saw_reset, false) as saw_reset,
+        a.init_spout_task,
+        a.init_source_msg_id,
+        a.init_time,
+        a.first_time,
+        a.last_time,
+        coalesce(a.applied, 0) as applied,
+        coalesce(a.rows_in, 0) as rows_in,
+        coalesce(a.duplicates, 0) as duplicates,
+        coalesce(a.new_keys, array()) as new_keys
+    from batch_agg as a
+    full outer join bases as b on a.anchor_id = b.anchor_id
+),
+
 new_state as (
     select
-        a.anchor_id,
-        coalesce(l.checksum, 0) ^ a.xor_delta as checksum,
-        coalesce(l.has_init, false) or a.saw_init as has_init,
-        coalesce(l.failed, false) or a.saw_fail as failed,
-        coalesce(a.init_spout_task, l.spout_task) as spout_task,
-        coalesce(a.init_source_msg_id, l.source_msg_id) as source_msg_id,
-        least(l.init_time, a.init_time) as init_time,
-        least(l.first_event_time, a.first_time) as first_event_time,
-        greatest(l.last_event_time, a.last_time) as last_event_time,
-        coalesce(l.event_count, 0) + a.applied as event_count,
+        anchor_id,
         case
-            when l.anchor_id is null then :epoch
-            when :refresh = 'activity' and a.applied > 0 then :epoch
-            when a.saw_reset then :epoch
-            else l.epoch
+            when resolved_earlier then 'purge'
+            when base is null and not has_events then 'drop'
+            else 'upsert'
+        end as action,
+        coalesce(base.checksum, 0) ^ xor_delta as checksum,
+        coalesce(base.has_init, false) or saw_init as has_init,
+        coalesce(base.failed, false) or saw_fail as failed,
+        coalesce(init_spout_task, base.spout_task) as spout_task,
+        coalesce(init_source_msg_id, base.source_msg_id) as source_msg_id,
+        least(base.init_time, init_time) as init_time,
+        least(base.first_event_time, first_time) as first_event_time,
+        greatest(base.last_event_time, last_time) as last_event_time,
+        coalesce(base.event_count, 0) + applied as event_count,
+        case
+            when base is null then :epoch
+            when :refresh = 'activity' and applied > 0 then :epoch
+            when saw_reset then :epoch
+            else base.epoch
         end as epoch,
-        array_union(coalesce(l.applied_keys, array()), a.new_keys) as applied_keys,
+        array_union(coalesce(base.applied_keys, array()), new_keys) as applied_keys,
         cast(:batch_id as bigint) as batch_id,
-        l.anchor_id is null as is_new,
-        a.rows_in,
-        a.applied,
-        a.duplicates
-    from batch_agg as a
-    left join live as l on a.anchor_id = l.anchor_id
+        base as prev,
+        base is null as is_new,
+        in_table,
+        pending_adjust,
+        rows_in,
+        applied,
+        duplicates
+    from combined
 ),
 
 final as (
     select
         *,
         case
+            when action != 'upsert' then null
             when has_init and failed then 'failed'
             when has_init and checksum = 0 then 'completed'
         end as outcome,
         case
+            when action != 'upsert' then null
             when has_init and failed then 'fail'
             when has_init and checksum = 0 then 'acked'
         end as reason

@@ -7,9 +7,9 @@ with ranked as (
     select
         *,
         case
-            when is_new and outcome is null
+            when action = 'upsert' and is_new and outcome is null
                 then row_number() over (
-                    partition by is_new and outcome is null
+                    partition by action = 'upsert' and is_new and outcome is null
                     order by first_event_time desc, anchor_id desc
                 )
         end as newest_rank

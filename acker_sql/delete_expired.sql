@@ -1,5 +1,6 @@
 -- delete_expired.sql
--- What: removes the trees a tick expired, after their expired rows are written.
+-- What: removes the trees a tick expired, after their expired rows are written, and the rows
+--       of trees the last batch resolved (no batch can be replayed across a tick).
 -- Who runs it: pipelines.engine.tick.
 -- Parameters: :pending (table); :cutoff = new epoch - buckets.
-delete from identifier(:pending) where epoch <= :cutoff
+delete from identifier(:pending) where outcome is not null or epoch <= :cutoff

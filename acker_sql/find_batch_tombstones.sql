@@ -1,17 +1,14 @@
 -- find_batch_tombstones.sql
--- What: the micro-batch's anchors that are not live but were resolved by an earlier batch or tick
---       within the tombstone window; their events are late and change nothing.
+-- What: the micro-batch's anchors that were resolved by an earlier batch or tick within the
+--       tombstone window; their events are late and change nothing. Outcome rows of this same
+--       batch id (an earlier attempt of it) are not tombstones: the batch recomputes them.
 -- Who runs it: pipelines.engine.process_batch.
--- Parameters: :pending, :completed, :failed, :expired (tables); :batch_id; :min_epoch, the
---             oldest epoch still remembered (current epoch - tombstone_epochs).
+-- Parameters: :completed, :failed, :expired (tables); :batch_id; :min_epoch, the oldest epoch
+--             still remembered (current epoch - tombstone_epochs).
+-- Why no check against pending: a tree with a remembered outcome never re-enters pending,
+--             because its events are late for as long as the outcome is remembered.
 with batch_anchors as (
     select distinct anchor_id from classified_events where quarantine_reason is null
-),
-
-live as (
-    select p.anchor_id
-    from identifier(:pending) as p
-    left semi join batch_anchors as b on p.anchor_id = b.anchor_id
 ),
 
 resolved as (
@@ -31,13 +28,12 @@ remembered as (
 
 final as (
     select
-        r.anchor_id,
-        max_by(r.outcome, r.batch_id) as outcome,
-        max_by(r.reason, r.batch_id) as outcome_reason,
-        max(r.batch_id) as outcome_batch_id
-    from remembered as r
-    left anti join live as l on r.anchor_id = l.anchor_id
-    group by r.anchor_id
+        anchor_id,
+        max_by(outcome, batch_id) as outcome,
+        max_by(reason, batch_id) as outcome_reason,
+        max(batch_id) as outcome_batch_id
+    from remembered
+    group by anchor_id
 )
 
 select * from final

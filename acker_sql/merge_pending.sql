@@ -1,13 +1,15 @@
 -- merge_pending.sql
--- What: applies the micro-batch's new state to pending: resolved trees leave, the rest are
---       updated or inserted. Runs after the outcome rows are written, so a crash in between
---       loses nothing (the re-run recomputes the same state and skips the written outcomes).
+-- What: writes the micro-batch's new state to pending, after the outcome rows are durable.
+--       Every row written keeps its values before this batch in `prev` and the batch id, so
+--       running the MERGE again (a crash before the batch committed, or a replay) changes
+--       nothing. Resolved trees keep their row, marked with the outcome, until the next batch
+--       purges it; trees that resolved within this batch without a row never get one.
 -- Who runs it: pipelines.engine.process_batch.
 -- Parameters: :pending (table).
 merge into identifier(:pending) as t
 using batch_state as s
 on t.anchor_id = s.anchor_id
-when matched and s.outcome is not null then delete
+when matched and s.action in ('purge', 'drop') then delete
 when matched then update set
     checksum = s.checksum,
     has_init = s.has_init,
@@ -20,11 +22,14 @@ when matched then update set
     event_count = s.event_count,
     epoch = s.epoch,
     applied_keys = s.applied_keys,
-    batch_id = s.batch_id
-when not matched and s.outcome is null then insert (
+    batch_id = s.batch_id,
+    outcome = s.outcome,
+    prev = s.prev
+when not matched and s.action = 'upsert' and s.outcome is null then insert (
     anchor_id, checksum, has_init, failed, spout_task, source_msg_id, init_time,
-    first_event_time, last_event_time, event_count, epoch, applied_keys, batch_id
+    first_event_time, last_event_time, event_count, epoch, applied_keys, batch_id, outcome, prev
 ) values (
     s.anchor_id, s.checksum, s.has_init, s.failed, s.spout_task, s.source_msg_id, s.init_time,
-    s.first_event_time, s.last_event_time, s.event_count, s.epoch, s.applied_keys, s.batch_id
+    s.first_event_time, s.last_event_time, s.event_count, s.epoch, s.applied_keys, s.batch_id,
+    s.outcome, s.prev
 )

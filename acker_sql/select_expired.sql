@@ -18,4 +18,4 @@ select
     cast(:epoch as bigint) as epoch,
     current_timestamp() as resolved_at
 from identifier(:pending)
-where epoch <= :cutoff
+where outcome is null and epoch <= :cutoff

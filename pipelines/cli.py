@@ -11,13 +11,17 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from pipelines.config import Config, ConfigError, load_config
+from pipelines.lock import writer_lock
 
 __all__ = ["main"]
+
+_WRITERS = {"init", "run", "tick", "demo"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,9 +86,25 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
+def _unfinished(status: Any) -> str:
+    lines = []
+    if status.started_batch_id is not None:
+        lines.append(
+            f"half-done: micro-batch {status.started_batch_id} started but did not commit; "
+            "`acker run` finishes it"
+        )
+    if status.unfinished_tick is not None:
+        lines.append(
+            f"half-done: the tick to epoch {status.unfinished_tick} did not commit; "
+            "`acker run` or `acker tick` finishes it"
+        )
+    return "".join(line + "\n" for line in lines)
+
+
 def _summary(config: Config, status: Any) -> str:
     return (
         f"epoch {status.epoch}, last batch {status.last_batch_id}\n"
+        f"{_unfinished(status)}"
         f"  events     {status.events:>9}\n"
         f"  completed  {status.completed:>9}\n"
         f"  failed     {status.failed:>9}\n"
@@ -98,7 +118,6 @@ def _summary(config: Config, status: Any) -> str:
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
-    from pipelines.engine import tick
     from pipelines.session import build_session
 
     spark = build_session(config)
@@ -127,8 +146,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     elif args.verb == "tick":
         if args.count < 0:
             raise ConfigError(f"tick N = {args.count}: must be >= 0")
-        jobs.open_tables(spark, config)
-        results = tick(spark, config, args.count)
+        results = jobs.tick(spark, config, args.count)
         expired = sum(r.expired_timeout + r.expired_no_init for r in results)
         epoch = results[-1].epoch if results else jobs.status(spark, config).epoch
         print(f"epoch {epoch}: {expired} trees expired")
@@ -149,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = load_config(args.conf, warehouse=args.warehouse)
-        _dispatch(args, config)
+        # Writers take the lock before Spark starts, so a second writer is refused at once.
+        with writer_lock(config, args.verb) if args.verb in _WRITERS else nullcontext():
+            _dispatch(args, config)
     except ConfigError as error:
         print(f"acker: config error: {error}", file=sys.stderr)
         return 2

@@ -1,9 +1,15 @@
 """The acker's two state transitions: applying a micro-batch of events, and a tick.
 
-Both read the current epoch from the tables, compute everything from one snapshot of
-``pending``, write their outputs first and change ``pending`` last, each write idempotent
-(Delta ``txnAppId``/``txnVersion``): re-running a batch or a tick after a crash finishes it
-without duplicating or losing a row.
+Both read where the acker stands from the tables, compute everything from one snapshot of
+``pending``, write their outputs first and change ``pending`` last, so re-running either after
+a crash finishes it without duplicating or losing a row:
+
+- a micro-batch replaces exactly its own rows in every output table (overwrite where
+  ``batch_id`` = its id), and ``pending`` is opaque transactional state (each row keeps its
+  values before the batch that wrote it), so applying a batch again, with the same or
+  different content, leaves what one application would;
+- a tick has no input of its own, and each of its writes carries the new epoch as its Delta
+  ``txnVersion``, so Delta skips a write the tick already committed.
 """
 
 from __future__ import annotations
@@ -14,17 +20,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.config import Config
+from pipelines.errors import AckerError
+from pipelines.faults import crash_point
 from pipelines.sql import run_sql
 
 __all__ = [
     "BatchResult",
+    "Position",
     "TickResult",
     "append_idempotent",
-    "current_position",
     "process_batch",
+    "read_position",
     "tick",
 ]
 
@@ -32,7 +42,12 @@ _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 BATCHES_SCHEMA = T.StructType(
-    [T.StructField("batch_id", T.LongType()), T.StructField("epoch", T.LongType())]
+    [
+        T.StructField("batch_id", T.LongType()),
+        T.StructField("status", T.StringType()),
+        T.StructField("epoch", T.LongType()),
+        T.StructField("input_fingerprint", T.StringType()),
+    ]
     + [T.StructField(name, T.TimestampType()) for name in ("started_at", "finished_at")]
     + [
         T.StructField(name, T.LongType())
@@ -69,20 +84,22 @@ class BatchResult:
     """What one micro-batch did; the same figures as its row in ``batches``."""
 
     batch_id: int
+    status: str
     epoch: int
+    input_fingerprint: str
     started_at: datetime
-    finished_at: datetime
-    duration_ms: int
-    events_in: int
-    events_applied: int
-    duplicates: int
-    quarantined: int
-    late: int
-    completed: int
-    failed: int
-    overflowed: int
-    pending_inserted: int
-    pending_removed: int
+    finished_at: datetime | None
+    duration_ms: int | None
+    events_in: int | None = None
+    events_applied: int | None = None
+    duplicates: int | None = None
+    quarantined: int | None = None
+    late: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    overflowed: int | None = None
+    pending_inserted: int | None = None
+    pending_removed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -97,15 +114,36 @@ class TickResult:
     last_batch_id: int
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where the acker stands, read from the tables."""
+
+    epoch: int
+    """The current epoch (0 before the first tick)."""
+    last_batch_id: int
+    """The last committed micro-batch (-1 if none)."""
+    started_batch_id: int | None
+    """A micro-batch started but not committed: interrupted, to be finished by ``acker run``."""
+    unfinished_tick: int | None
+    """The epoch of a tick interrupted after it wrote expired rows, to be finished first."""
+
+
 def _app_id(config: Config, kind: str) -> str:
     return f"batch-acker/{config.qualified_schema}/{kind}"
 
 
-def current_position(spark: SparkSession, config: Config) -> tuple[int, int]:
-    """The current epoch (0 before any tick) and the last committed batch id (-1 if none)."""
-    row = run_sql(spark, config, "read_current_epoch").first()
+def read_position(spark: SparkSession, config: Config) -> Position:
+    """Read the current epoch, the last committed batch and any work left half-done."""
+    row = run_sql(spark, config, "read_position").first()
     assert row is not None
-    return int(row["epoch"]), int(row["last_batch_id"])
+    epoch = int(row["epoch"])
+    last_expired = row["last_expired_epoch"]
+    return Position(
+        epoch=epoch,
+        last_batch_id=int(row["last_batch_id"]),
+        started_batch_id=row["started_batch_id"],
+        unfinished_tick=last_expired if last_expired is not None and last_expired > epoch else None,
+    )
 
 
 def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, version: int) -> None:
@@ -119,10 +157,15 @@ def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, vers
     )
 
 
+def _replace_batch_rows(df: DataFrame, config: Config, table: str, batch_id: int) -> None:
+    """Replace whatever rows ``table`` holds for ``batch_id`` by ``df``, in one commit."""
+    df.writeTo(config.qualified(table)).overwrite(F.col("batch_id") == F.lit(batch_id))
+
+
 def _run_idempotent(
     spark: SparkSession, config: Config, kind: str, version: int, name: str, **params: Any
 ) -> None:
-    """Run a MERGE/DELETE statement that Delta skips if (app id, version) was committed."""
+    """Run a DELETE statement that Delta skips if (app id, version) was committed."""
     spark.conf.set(_TXN_APP_ID, _app_id(config, kind))
     spark.conf.set(_TXN_VERSION, str(version))
     try:
@@ -136,23 +179,87 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def _log_batch(spark: SparkSession, config: Config, result: BatchResult) -> None:
+    log = spark.createDataFrame([tuple(asdict(result).values())], BATCHES_SCHEMA)
+    _replace_batch_rows(log, config, "batches", result.batch_id)
+
+
+def _check_batch_order(config: Config, position: Position, batch_id: int) -> None:
+    """Refuse a batch id that cannot follow what the tables hold."""
+    if position.unfinished_tick is not None:
+        raise AckerError(
+            f"the tick to epoch {position.unfinished_tick} was interrupted: "
+            "run `acker tick` to finish it before applying micro-batches"
+        )
+    started = position.started_batch_id
+    if started is not None and batch_id != started:
+        raise AckerError(
+            f"micro-batch {started} was interrupted and the stream now offers batch {batch_id}: "
+            f"the checkpoint {config.checkpoint_path} does not belong to these tables"
+        )
+    if batch_id < position.last_batch_id:
+        raise AckerError(
+            f"micro-batch {batch_id} is older than the last committed batch "
+            f"{position.last_batch_id}: the checkpoint {config.checkpoint_path} was rolled back "
+            "or replaced; its events would be applied twice"
+        )
+
+
+def _committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
+    return (
+        spark.table(config.qualified("batches"))
+        .where((F.col("batch_id") == batch_id) & (F.col("status") == "committed"))
+        .first()
+    )
+
+
 def process_batch(
     spark: SparkSession, config: Config, events: DataFrame, batch_id: int
 ) -> BatchResult | None:
-    """Apply one micro-batch of ``ack_events`` rows; ``None`` if it was already committed.
+    """Apply one micro-batch of ``ack_events`` rows; ``None`` if it was already applied.
 
-    Example (what ``acker run`` does for each batch of the stream)::
+    A batch id may be applied again as long as no later batch or tick followed it: with the
+    same content it is recognised and skipped, with other content it replaces what the first
+    application did. Example (what ``acker run`` does for each batch of the stream)::
 
         process_batch(spark, config, spark.table("acker.ack_events"), batch_id=0)
     """
-    epoch, last_batch_id = current_position(spark, config)
-    if batch_id <= last_batch_id:
-        return None
+    position = read_position(spark, config)
+    _check_batch_order(config, position, batch_id)
+    epoch = position.epoch
     started = time.monotonic()
     started_at = _now()
     events.createOrReplaceTempView("batch_events")
     classified = run_sql(spark, config, "classify_batch_events").localCheckpoint()
     classified.createOrReplaceTempView("classified_events")
+    input_row = run_sql(spark, config, "fingerprint_batch").first()
+    assert input_row is not None
+    fingerprint = str(input_row["fingerprint"])
+    again = batch_id in (position.last_batch_id, position.started_batch_id)
+    if batch_id == position.last_batch_id:
+        committed = _committed_batch(spark, config, batch_id)
+        if committed["input_fingerprint"] == fingerprint:
+            return None
+        if committed["epoch"] != epoch:
+            raise AckerError(
+                f"micro-batch {batch_id} is replayed with other content after the tick to "
+                f"epoch {epoch}; a batch can only be applied again before the next tick"
+            )
+    _log_batch(
+        spark,
+        config,
+        BatchResult(
+            batch_id=batch_id,
+            status="started",
+            epoch=epoch,
+            input_fingerprint=fingerprint,
+            started_at=started_at,
+            finished_at=None,
+            duration_ms=None,
+        ),
+    )
+    crash_point("batch:started", batch_id)
+
     tombstones = run_sql(
         spark,
         config,
@@ -172,64 +279,81 @@ def process_batch(
     state.createOrReplaceTempView("batch_state")
     summary = run_sql(spark, config, "summarize_batch_state").first()
     assert summary is not None
-    live = spark.table(config.qualified("pending")).count()
-    excess = live - summary["pending_removed"] + summary["pending_inserted"]
+    pending_before = (
+        spark.table(config.qualified("pending")).where("outcome is null").count()
+        + summary["pending_adjust"]
+    )
+    excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
     excess -= config.acker.max_pending
     if excess > 0:
         state = run_sql(spark, config, "apply_capacity_guard", excess=excess).localCheckpoint()
         state.createOrReplaceTempView("batch_state")
         summary = run_sql(spark, config, "summarize_batch_state").first()
         assert summary is not None
+    crash_point("batch:aggregated", batch_id)
 
-    quarantined = run_sql(
-        spark,
-        config,
-        "select_quarantined_events",
-        batch_id=batch_id,
-        source=config.qualified("ack_events"),
-    )
     late = run_sql(spark, config, "select_late_events", batch_id=batch_id)
-    counts = {
-        "quarantined": classified.where("quarantine_reason is not null").count(),
-        "late": late.count(),
-    }
+    late_count = late.count()
     outputs = {
-        "completed": summary["completed"],
-        "failed": summary["failed"],
+        "completed": (
+            summary["completed"],
+            run_sql(
+                spark,
+                config,
+                "select_resolved",
+                outcome="completed",
+                batch_id=batch_id,
+                epoch=epoch,
+            ),
+        ),
+        "failed": (
+            summary["failed"],
+            run_sql(
+                spark, config, "select_resolved", outcome="failed", batch_id=batch_id, epoch=epoch
+            ),
+        ),
+        "late_events": (late_count, late),
+        "quarantine": (
+            input_row["quarantined"],
+            run_sql(
+                spark,
+                config,
+                "select_quarantined_events",
+                batch_id=batch_id,
+                source=config.qualified("ack_events"),
+            ),
+        ),
     }
-    for outcome, rows in outputs.items():
-        if rows:
-            resolved = run_sql(
-                spark, config, "select_resolved", outcome=outcome, batch_id=batch_id, epoch=epoch
-            )
-            append_idempotent(resolved, config, outcome, "batch", batch_id)
-    if counts["late"]:
-        append_idempotent(late, config, "late_events", "batch", batch_id)
-    if counts["quarantined"]:
-        append_idempotent(quarantined, config, "quarantine", "batch", batch_id)
-    if summary["rows_in"]:
-        _run_idempotent(spark, config, "batch", batch_id, "merge_pending")
+    # A first attempt has nothing to replace, so it skips empty outputs.
+    for table, (rows, df) in outputs.items():
+        if rows or again:
+            _replace_batch_rows(df, config, table, batch_id)
+            crash_point(f"batch:{table}", batch_id)
+    if summary["rows_to_merge"]:
+        run_sql(spark, config, "merge_pending").collect()
+        crash_point("batch:merged", batch_id)
 
-    duration_ms = int((time.monotonic() - started) * 1000)
     result = BatchResult(
         batch_id=batch_id,
+        status="committed",
         epoch=epoch,
+        input_fingerprint=fingerprint,
         started_at=started_at,
         finished_at=_now(),
-        duration_ms=duration_ms,
-        events_in=int(summary["rows_in"]) + counts["quarantined"] + counts["late"],
+        duration_ms=int((time.monotonic() - started) * 1000),
+        events_in=int(summary["rows_in"]) + int(input_row["quarantined"]) + late_count,
         events_applied=int(summary["applied"]),
         duplicates=int(summary["duplicates"]),
-        quarantined=counts["quarantined"],
-        late=counts["late"],
+        quarantined=int(input_row["quarantined"]),
+        late=late_count,
         completed=int(summary["completed"]),
         failed=int(summary["failed"]),
         overflowed=int(summary["overflowed"]),
         pending_inserted=int(summary["pending_inserted"]),
         pending_removed=int(summary["pending_removed"]),
     )
-    log = spark.createDataFrame([tuple(asdict(result).values())], BATCHES_SCHEMA)
-    append_idempotent(log, config, "batches", "batch", batch_id)
+    _log_batch(spark, config, result)
+    crash_point("batch:committed", batch_id)
     for view in ("batch_events", "classified_events", "batch_tombstones", "batch_state"):
         spark.catalog.dropTempView(view)
     return result
@@ -241,37 +365,55 @@ def tick(
     """Advance the epoch ``count`` times, expiring what each tick makes too old.
 
     An entry stamped with epoch ``e`` expires at the tick that makes the epoch ``e + buckets``
-    (``RotatingMap.rotate()``), into ``expired`` with reason ``timeout`` or ``no_init``.
+    (``RotatingMap.rotate()``), into ``expired`` with reason ``timeout`` or ``no_init``. A tick
+    interrupted earlier is finished first and counts as one of the ``count``.
     """
     results = []
     for _ in range(count):
-        epoch, last_batch_id = current_position(spark, config)
-        new_epoch = epoch + 1
-        cutoff = new_epoch - config.acker.buckets
-        expired = run_sql(
-            spark,
-            config,
-            "select_expired",
-            cutoff=cutoff,
-            epoch=new_epoch,
-            last_batch_id=last_batch_id,
-        ).localCheckpoint()
-        reasons = {
-            row["reason"]: row["n"]
-            for row in expired.groupBy("reason").count().withColumnRenamed("count", "n").collect()
-        }
-        if reasons:
-            append_idempotent(expired, config, "expired", "tick", new_epoch)
-            _run_idempotent(spark, config, "tick", new_epoch, "delete_expired", cutoff=cutoff)
-        result = TickResult(
-            epoch=new_epoch,
-            ticked_at=_now(),
-            clock=clock,
-            expired_timeout=int(reasons.get("timeout", 0)),
-            expired_no_init=int(reasons.get("no_init", 0)),
-            last_batch_id=last_batch_id,
-        )
-        log = spark.createDataFrame([tuple(asdict(result).values())], TICKS_SCHEMA)
-        append_idempotent(log, config, "ticks", "tick", new_epoch)
-        results.append(result)
+        position = read_position(spark, config)
+        if position.started_batch_id is not None:
+            raise AckerError(
+                f"micro-batch {position.started_batch_id} was interrupted before it committed: "
+                "run `acker run` to finish it before ticking"
+            )
+        results.append(_tick_once(spark, config, position, clock))
     return results
+
+
+def _tick_once(spark: SparkSession, config: Config, position: Position, clock: str) -> TickResult:
+    new_epoch = position.epoch + 1
+    cutoff = new_epoch - config.acker.buckets
+    expired = run_sql(
+        spark,
+        config,
+        "select_expired",
+        cutoff=cutoff,
+        epoch=new_epoch,
+        last_batch_id=position.last_batch_id,
+    ).localCheckpoint()
+    if not expired.isEmpty():
+        append_idempotent(expired, config, "expired", "tick", new_epoch)
+        crash_point("tick:expired", new_epoch)
+    _run_idempotent(spark, config, "tick", new_epoch, "delete_expired", cutoff=cutoff)
+    crash_point("tick:deleted", new_epoch)
+    # Counted from the table: a re-run after a crash finds nothing left in pending to expire.
+    reasons = {
+        row["reason"]: row["count"]
+        for row in spark.table(config.qualified("expired"))
+        .where(F.col("epoch") == new_epoch)
+        .groupBy("reason")
+        .count()
+        .collect()
+    }
+    result = TickResult(
+        epoch=new_epoch,
+        ticked_at=_now(),
+        clock=clock,
+        expired_timeout=int(reasons.get("timeout", 0)),
+        expired_no_init=int(reasons.get("no_init", 0)),
+        last_batch_id=position.last_batch_id,
+    )
+    log = spark.createDataFrame([tuple(asdict(result).values())], TICKS_SCHEMA)
+    append_idempotent(log, config, "ticks", "tick", new_epoch)
+    crash_point("tick:committed", new_epoch)
+    return result

@@ -18,14 +18,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipelines import engine
 from pipelines.config import Config
-from pipelines.engine import (
-    TickResult,
-    append_idempotent,
-    current_position,
-    process_batch,
-    tick,
-)
+from pipelines.engine import TickResult, append_idempotent, process_batch, read_position
+from pipelines.errors import AckerError
+from pipelines.lock import writer_lock
 from pipelines.tables import attach_tables, create_tables, missing_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -43,6 +40,7 @@ __all__ = [
     "open_tables",
     "run",
     "status",
+    "tick",
 ]
 
 ACK_EVENTS_SCHEMA = T.StructType(
@@ -67,10 +65,6 @@ _FORMATS = {
 }
 
 
-class AckerError(RuntimeError):
-    """A job cannot go on; the message says why in one line."""
-
-
 @dataclass(frozen=True)
 class RunReport:
     """What one ``acker run`` did."""
@@ -88,6 +82,8 @@ class Status:
 
     epoch: int
     last_batch_id: int
+    started_batch_id: int | None
+    unfinished_tick: int | None
     pending: int
     completed: int
     failed: int
@@ -99,7 +95,8 @@ class Status:
 
 def init(spark: SparkSession, config: Config) -> list[str]:
     """Create the schema, tables and views that do not exist yet; return the tables created."""
-    return create_tables(spark, config)
+    with writer_lock(config, "init"):
+        return create_tables(spark, config)
 
 
 def open_tables(spark: SparkSession, config: Config) -> None:
@@ -261,16 +258,32 @@ def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) 
     if earliest is None or watermark is None:
         return 0
     target = math.floor((watermark - earliest).total_seconds() / interval)
-    epoch, _ = current_position(spark, config)
-    return max(0, target - epoch)
+    return max(0, target - read_position(spark, config).epoch)
 
 
 def run(spark: SparkSession, config: Config) -> RunReport:
-    """Process every available event as micro-batches, then tick as the clock says."""
-    open_tables(spark, config)
-    _, before = current_position(spark, config)
-    _process_available(spark, config)
-    batches = spark.table(config.qualified("batches")).where(F.col("batch_id") > before)
+    """Process every available event as micro-batches, then tick as the clock says.
+
+    Holds the writer lock throughout. Work a crash left half-done is finished first: an
+    interrupted tick here, an interrupted micro-batch by the stream, which replays it.
+    """
+    with writer_lock(config, "run"):
+        open_tables(spark, config)
+        position = read_position(spark, config)
+        finished = []
+        if position.unfinished_tick is not None:
+            finished = engine.tick(spark, config, 1, clock=config.acker.clock)
+        _process_available(spark, config)
+        ticks = engine.tick(spark, config, due_ticks(spark, config), clock=config.acker.clock)
+        return _run_report(spark, config, position.last_batch_id, finished + ticks)
+
+
+def _run_report(
+    spark: SparkSession, config: Config, before: int, ticks: list[TickResult]
+) -> RunReport:
+    batches = spark.table(config.qualified("batches")).where(
+        (F.col("batch_id") > before) & (F.col("status") == "committed")
+    )
     totals = batches.agg(
         F.count("*").alias("batches"),
         F.coalesce(F.sum("events_in"), F.lit(0)).alias("events_in"),
@@ -278,7 +291,6 @@ def run(spark: SparkSession, config: Config) -> RunReport:
         F.coalesce(F.sum("failed"), F.lit(0)).alias("failed"),
     ).first()
     assert totals is not None
-    ticks = tick(spark, config, due_ticks(spark, config), clock=config.acker.clock)
     return RunReport(
         batches=int(totals["batches"]),
         events_in=int(totals["events_in"]),
@@ -288,18 +300,27 @@ def run(spark: SparkSession, config: Config) -> RunReport:
     )
 
 
+def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult]:
+    """Advance the epoch ``count`` times by hand (``acker tick N``), holding the writer lock."""
+    with writer_lock(config, "tick"):
+        open_tables(spark, config)
+        return engine.tick(spark, config, count)
+
+
 def status(spark: SparkSession, config: Config) -> Status:
     """Headline numbers: epoch, last committed batch, pending and outcome counts."""
     open_tables(spark, config)
-    epoch, last_batch_id = current_position(spark, config)
+    position = read_position(spark, config)
 
     def count(table: str) -> int:
         return spark.table(config.qualified(table)).count()
 
     return Status(
-        epoch=epoch,
-        last_batch_id=last_batch_id,
-        pending=count("pending"),
+        epoch=position.epoch,
+        last_batch_id=position.last_batch_id,
+        started_batch_id=position.started_batch_id,
+        unfinished_tick=position.unfinished_tick,
+        pending=spark.table(config.qualified("pending")).where("outcome is null").count(),
         completed=count("completed"),
         failed=count("failed"),
         expired=count("expired"),
@@ -312,14 +333,15 @@ def status(spark: SparkSession, config: Config) -> Status:
 def demo(spark: SparkSession, config: Config, spec: WorkloadSpec | None = None) -> Status:
     """Generate a workload (if the warehouse has no events yet), process it batch by batch
     with a tick after each, then tick until every unfinished tree has expired."""
-    init(spark, config)
-    spec = spec or WorkloadSpec(trees=5000, batches=4, seed=2026)
-    if spark.table(config.qualified("ack_events")).isEmpty():
-        events = generate_workload(spec)
-        for batch in range(spec.batches):
-            append_events(spark, config, (e for e in events if e.batch == batch))
-            run(spark, config)
-            tick(spark, config, 1)
-    run(spark, config)
-    tick(spark, config, config.acker.buckets)
-    return status(spark, config)
+    with writer_lock(config, "demo"):
+        init(spark, config)
+        spec = spec or WorkloadSpec(trees=5000, batches=4, seed=2026)
+        if spark.table(config.qualified("ack_events")).isEmpty():
+            events = generate_workload(spec)
+            for batch in range(spec.batches):
+                append_events(spark, config, (e for e in events if e.batch == batch))
+                run(spark, config)
+                tick(spark, config, 1)
+        run(spark, config)
+        tick(spark, config, config.acker.buckets)
+        return status(spark, config)

@@ -110,7 +110,9 @@ class Harness:
         return self.table(name).drop("resolved_at")
 
     def pending_ids(self) -> set[int]:
-        return {row["anchor_id"] for row in self.table("pending").select("anchor_id").collect()}
+        """The trees still pending (rows of trees resolved by the last batch excluded)."""
+        pending = self.table("pending").where("outcome is null").select("anchor_id")
+        return {row["anchor_id"] for row in pending.collect()}
 
     def expected(self, rows: Iterable[Outcome]) -> DataFrame:
         return self.spark.createDataFrame([astuple(r) for r in rows], OUTCOME_SCHEMA)

@@ -1,0 +1,20 @@
+-- read_position.sql
+-- What: where the acker stands: the current epoch (0 before the first tick), the last
+--       committed micro-batch (-1 if none), a micro-batch started but not committed (null if
+--       none) and the newest epoch with expired rows (beyond the current epoch: a tick that
+--       was interrupted before it committed).
+-- Who runs it: pipelines.engine, before every batch and tick; `acker status`.
+-- Parameters: :ticks, :batches, :expired (tables).
+select
+    (select coalesce(max(epoch), 0) from identifier(:ticks)) as epoch,
+    (
+        select coalesce(max(batch_id), -1)
+        from identifier(:batches)
+        where status = 'committed'
+    ) as last_batch_id,
+    (
+        select max(batch_id)
+        from identifier(:batches)
+        where status = 'started'
+    ) as started_batch_id,
+    (select max(epoch) from identifier(:expired)) as last_expired_epoch
