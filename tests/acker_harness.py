@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
@@ -13,6 +14,8 @@ from pyspark.sql import types as T
 from pipelines import jobs
 from pipelines.config import Config
 from pipelines.engine import tick
+from pipelines.sql import TABLES
+from pipelines.tables import table_location
 from pipelines.workload import Event
 from tests.model import Outcome
 
@@ -33,6 +36,59 @@ OUTCOME_SCHEMA = T.StructType(
         T.StructField("epoch", T.LongType()),
     ]
 )
+
+
+# Wall-clock columns: they differ between two runs that did the same work.
+WALL_CLOCK_COLUMNS = {
+    "completed": ["resolved_at"],
+    "failed": ["resolved_at"],
+    "expired": ["resolved_at"],
+    "quarantine": ["quarantined_at"],
+    "batches": ["started_at", "finished_at", "duration_ms"],
+    "ticks": ["ticked_at"],
+}
+
+
+def write_conf(config: Config, path: Path) -> Path:
+    """Write ``config`` as the TOML file the CLI reads with ``--conf``; return its path."""
+    lines = ["[acker]"] + [f"{k} = {v!r}" for k, v in vars(config.acker).items()]
+    lines += [
+        "[warehouse]",
+        f'path = "{config.warehouse.path}"',
+        f'schema = "{config.warehouse.schema}"',
+        "[spark.conf]",
+    ]
+    lines += [f'"{k}" = "{v}"' for k, v in config.spark.conf.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def read_table(spark: SparkSession, config: Config, name: str) -> DataFrame:
+    """A table of ``config``'s local warehouse, read by path, without its wall-clock columns."""
+    df = spark.read.format("delta").load(str(table_location(config, name)))
+    return df.drop(*WALL_CLOCK_COLUMNS.get(name, []))
+
+
+def assert_same_tables(spark: SparkSession, config: Config, reference: Config) -> None:
+    """Every table of two warehouses holds the same rows (wall-clock columns aside)."""
+    for name in TABLES:
+        assert_df_equality(
+            read_table(spark, config, name),
+            read_table(spark, reference, name),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )
+
+
+def assert_resolved_once(spark: SparkSession, config: Config) -> None:
+    """No anchor appears twice across completed, failed and expired."""
+    ids = [
+        row["anchor_id"]
+        for name in ("completed", "failed", "expired")
+        for row in read_table(spark, config, name).select("anchor_id").collect()
+    ]
+    assert len(ids) == len(set(ids)), "an anchor was resolved more than once"
 
 
 def at(ms: int) -> datetime:

@@ -15,23 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.cli import main
-from tests.conftest import TEST_SPARK_CONF, make_config
+from tests.acker_harness import write_conf as write_harness_conf
+from tests.conftest import make_config
 
 A, B = 7001, 7002
 
 
 def write_conf(tmp_path: Path, **acker: object) -> Path:
-    config = make_config(tmp_path / "warehouse", **acker)
-    lines = ["[acker]"] + [f"{k} = {v!r}" for k, v in acker.items()]
-    lines += [
-        "[warehouse]",
-        f'path = "{config.warehouse.path}"',
-        f'schema = "{config.warehouse.schema}"',
-    ]
-    lines += ["[spark.conf]"] + [f'"{k}" = "{v}"' for k, v in TEST_SPARK_CONF.items()]
-    path = tmp_path / "acker.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_harness_conf(make_config(tmp_path / "warehouse", **acker), tmp_path / "acker.toml")
 
 
 def acker(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -1,0 +1,137 @@
+"""Replays and the one-writer rule, in-process: a batch applied again, with the same or other
+content, leaves what one application leaves; batches out of order and second writers are
+refused with a clear message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from pipelines import jobs
+from pipelines.engine import process_batch
+from pipelines.errors import AckerError
+from pipelines.lock import lock_path
+from pipelines.workload import Event
+from tests.acker_harness import WALL_CLOCK_COLUMNS, Harness, ack, fail, init, outcome
+
+A, B, C, D, G = 11, 22, 33, 44, 77
+E1, E2, E3, E4, E5 = 0x51F0E1D2C3B4A596, -0x3A2B1C0D4E5F6071, 0x0F1E2D3C4B5A6978, -77, 0x4242
+
+# Compared whole; batches keeps only what does not depend on the wall clock.
+STATE_TABLES = ("completed", "failed", "late_events", "quarantine", "pending", "batches")
+
+
+def assert_same_state(left: Harness, right: Harness) -> None:
+    for name in STATE_TABLES:
+        assert_df_equality(
+            left.table(name).drop(*WALL_CLOCK_COLUMNS.get(name, [])),
+            right.table(name).drop(*WALL_CLOCK_COLUMNS.get(name, [])),
+            ignore_row_order=True,
+            ignore_nullable=True,
+        )
+
+
+def events_df(acker: Harness, *events: Event):  # type: ignore[no-untyped-def]
+    return acker.spark.createDataFrame([e.row() for e in events], jobs.ACK_EVENTS_SCHEMA)
+
+
+def test_replay_after_losing_the_checkpoint_commit_changes_no_table(acker: Harness) -> None:
+    acker.batch(init(A, E1 ^ E2, 0), ack(A, E1, 10), ack(A, E2, 20), init(B, E3, 5))
+    before = {name: sorted(acker.table(name).collect(), key=repr) for name in STATE_TABLES}
+    # The stream forgets it committed batch 0, as after a crash just before its commit.
+    commits = acker.config.checkpoint_path / "commits"
+    for name in ("0", ".0.crc"):
+        (commits / name).unlink()
+    report = jobs.run(acker.spark, acker.config)
+    assert report.batches == 0
+    for name, rows in before.items():
+        assert sorted(acker.table(name).collect(), key=repr) == rows, name
+
+
+def test_batch_applied_again_with_other_content_equals_one_application(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    replayed: Harness = acker_factory()
+    single: Harness = acker_factory()
+    first = (init(A, E1 ^ E2, 0), init(B, E3, 0), init(C, E4, 0))
+    first_content = (
+        ack(A, E1, 10),
+        ack(A, E2, 20),  # A completes
+        ack(B, E3, 10),  # B completes
+        init(D, E5, 15),  # D becomes pending
+        Event(0, "ack", 5, None, None, "bolt", first[0].event_time, None),  # quarantined
+    )
+    other_content = (
+        ack(A, E1, 30),  # A stays pending, waiting for E2
+        ack(B, E3, 10),
+        fail(C, 40),
+        init(G, E5, 50),
+        ack(G, E5, 60),
+    )
+    for acker in (replayed, single):
+        acker.batch(*first)
+    replayed.batch(*first_content)
+    assert replayed.pending_ids() == {C, D}
+    result = process_batch(
+        replayed.spark, replayed.config, events_df(replayed, *other_content), batch_id=1
+    )
+    assert result is not None and result.events_in == 5
+    single.batch(*other_content)
+
+    assert replayed.pending_ids() == {A}
+    replayed.assert_outcomes(
+        completed=[
+            outcome(B, "acked", init_ms=0, first_ms=0, last_ms=10, events=2, batch=1),
+            outcome(G, "acked", init_ms=50, first_ms=50, last_ms=60, events=2, batch=1),
+        ],
+        failed=[outcome(C, "fail", init_ms=0, first_ms=0, last_ms=40, events=2, batch=1)],
+    )
+    assert replayed.table("quarantine").count() == 0
+    assert_same_state(replayed, single)
+
+
+def test_replay_with_other_content_after_a_tick_is_refused(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0))
+    acker.tick()
+    with pytest.raises(AckerError, match="only be applied again before the next tick"):
+        process_batch(acker.spark, acker.config, events_df(acker, ack(A, E1, 5)), batch_id=0)
+    assert acker.pending_ids() == {A}
+
+
+def test_a_batch_older_than_the_last_committed_is_refused(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0))
+    acker.batch(init(B, E2, 0))
+    with pytest.raises(AckerError, match="older than the last committed batch 1"):
+        process_batch(acker.spark, acker.config, events_df(acker, ack(A, E1, 5)), batch_id=0)
+    assert acker.pending_ids() == {A, B}
+
+
+def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
+    path = lock_path(acker.config)
+    holder_code = (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, b'pid 1 on elsewhere, run, earlier')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", holder_code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(AckerError, match=r"another acker writer holds .*pid 1 on elsewhere"):
+            jobs.tick(acker.spark, acker.config, 1)
+        assert jobs.status(acker.spark, acker.config).epoch == 0
+    finally:
+        holder.communicate("", timeout=30)
+    # The holder is gone, and with it the lock: the next writer goes ahead.
+    assert [t.epoch for t in jobs.tick(acker.spark, acker.config, 1)] == [1]
+    assert not Path(path).read_text(), "the lock file is emptied when released"
