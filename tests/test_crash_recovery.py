@@ -1,0 +1,224 @@
+"""Exactly-once under crashes: the real `acker run` process is killed with SIGKILL at every step
+of a micro-batch and of a tick, then simply run again; every table must end as an uninterrupted
+run leaves it, with no tree resolved twice. Also: a random crash soak over many batches, where
+every run is a real process, and two runs started at once.
+
+Every case starts from a copy of one template warehouse: micro-batch 0 applied, the events of
+micro-batch 1 waiting in ack_events. The event-time clock makes the run that applies batch 1
+tick to epoch 2, and that tick expires trees.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines import jobs
+from pipelines.cli import main
+from pipelines.config import Config
+from pipelines.faults import CRASH_ENV, CRASH_POINTS
+from pipelines.tables import create_tables, schema_location
+from pipelines.workload import Event, WorkloadSpec, generate_workload
+from tests.acker_harness import (
+    BASE_TIME,
+    ack,
+    assert_resolved_once,
+    assert_same_tables,
+    fail,
+    init,
+    write_conf,
+)
+from tests.conftest import make_config
+
+BUCKETS = 2
+SEMANTICS = {
+    "clock": "event_time",
+    "tick_interval_s": 10.0,
+    "buckets": BUCKETS,
+    "max_files_per_batch": 1,
+}
+BATCH_POINTS = [p for p in CRASH_POINTS if p.startswith("batch:")]
+TICK_POINTS = [p for p in CRASH_POINTS if p.startswith("tick:")]
+CRASHED_BATCH, CRASHED_TICK = 1, 2
+
+DONE, STUCK, FAILING, CLOCK = 9001, 9002, 9003, 9004
+
+
+def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
+    """Generated trees per micro-batch, plus trees that make every step of a batch and a
+    tick write something: a late ack, bad rows, a failure, a tree that expires."""
+    events = generate_workload(spec)
+    batches = [[e for e in events if e.batch == b] for b in range(spec.batches)]
+    batches[0] += [init(DONE, 5, 0), ack(DONE, 5, 100), init(STUCK, 6, 0)]
+    batches[1] += [
+        ack(DONE, 5, 12_000),  # late: DONE completed in batch 0
+        Event(0, "ack", 3, None, None, "bolt", BASE_TIME, None),  # zero anchor
+        Event(FAILING, "nack", 3, None, None, "bolt", BASE_TIME, None),  # unknown type
+        init(FAILING, 8, 12_000),
+        fail(FAILING, 13_000),
+        init(CLOCK, 9, 25_000),  # moves the event-time watermark to epoch 2
+    ]
+    return batches
+
+
+def append_micro_batch(spark: SparkSession, config: Config, events: Sequence[Event]) -> None:
+    """Append as one Delta file, so the stream (one file per trigger) takes it as one batch."""
+    df = spark.createDataFrame([e.row() for e in events], jobs.ACK_EVENTS_SCHEMA).coalesce(1)
+    df.write.format("delta").mode("append").saveAsTable(config.qualified("ack_events"))
+
+
+def clone(spark: SparkSession, source: Config, destination: Path) -> tuple[Config, Path]:
+    """Copy a warehouse (tables and stream checkpoint) under a new schema name; attach it."""
+    config = make_config(destination / "warehouse", **SEMANTICS)
+    shutil.copytree(source.warehouse_path, config.warehouse_path)
+    (config.warehouse_path / f"{source.warehouse.schema}.db").rename(schema_location(config))
+    checkpoints = config.warehouse_path / "_checkpoints"
+    (checkpoints / source.warehouse.schema).rename(checkpoints / config.warehouse.schema)
+    shutil.rmtree(config.warehouse_path / "_locks", ignore_errors=True)
+    jobs.open_tables(spark, config)
+    return config, write_conf(config, destination / "acker.toml")
+
+
+def acker_process(conf: Path, *argv: str, crash_at: str | None = None) -> subprocess.Popen[str]:
+    """Start the real CLI as its own process group (so a crash takes its JVM down too)."""
+    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    env["PYSPARK_PYTHON"] = sys.executable
+    if crash_at is not None:
+        env[CRASH_ENV] = crash_at
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *argv, "--conf", str(conf)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
+    _, err = process.communicate(timeout=900)
+    return process.returncode, err
+
+
+def run_acker(conf: Path, crash_at: str | None = None) -> int:
+    code, err = finish(acker_process(conf, "run", crash_at=crash_at))
+    assert code in (0, -signal.SIGKILL), err[-3000:]
+    return code
+
+
+@dataclass(frozen=True)
+class Template:
+    config: Config
+    reference: Config
+    reference_run: jobs.RunReport
+
+
+@pytest.fixture(scope="module")
+def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Template:
+    root = tmp_path_factory.mktemp("crash-template")
+    config = make_config(root / "warehouse", **SEMANTICS)
+    create_tables(spark, config)
+    batches = micro_batches(WorkloadSpec(trees=40, batches=2, seed=17, start=BASE_TIME))
+    append_micro_batch(spark, config, batches[0])
+    jobs.run(spark, config)
+    append_micro_batch(spark, config, batches[1])
+    reference, _ = clone(spark, config, root / "reference")
+    report = jobs.run(spark, reference)
+    return Template(config, reference, report)
+
+
+def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spark) -> None:  # type: ignore[no-untyped-def]
+    row = jobs.status(spark, template.reference)
+    assert (row.last_batch_id, row.epoch) == (CRASHED_BATCH, CRASHED_TICK)
+    batch = (
+        spark.table(template.reference.qualified("batches"))
+        .where(f"batch_id = {CRASHED_BATCH}")
+        .first()
+    )
+    assert batch is not None
+    assert min(batch["completed"], batch["failed"], batch["late"], batch["quarantined"]) > 0
+    tick = next(t for t in template.reference_run.ticks if t.epoch == CRASHED_TICK)
+    assert tick.expired_timeout + tick.expired_no_init > 0
+    assert_resolved_once(spark, template.reference)
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
+    point: str, template: Template, spark: SparkSession, tmp_path: Path
+) -> None:
+    config, conf = clone(spark, template.config, tmp_path)
+    ident = CRASHED_BATCH if point in BATCH_POINTS else CRASHED_TICK
+    assert run_acker(conf, crash_at=f"{point}@{ident}") == -signal.SIGKILL
+
+    half_done = jobs.status(spark, config)
+    if point in BATCH_POINTS[:-1]:
+        assert half_done.started_batch_id == CRASHED_BATCH
+    elif point in TICK_POINTS[:-1]:
+        assert half_done.unfinished_tick == CRASHED_TICK
+    assert half_done.last_batch_id == (CRASHED_BATCH - (point in BATCH_POINTS[:-1]))
+
+    # Re-run through the same CLI entry point, in this process: its session is already warm.
+    assert main(["run", "--conf", str(conf)]) == 0
+    recovered = jobs.status(spark, config)
+    assert (recovered.started_batch_id, recovered.unfinished_tick) == (None, None)
+    assert_same_tables(spark, config, template.reference)
+    assert_resolved_once(spark, config)
+
+
+def test_two_runs_started_at_once_apply_each_batch_once(
+    template: Template, spark: SparkSession, tmp_path: Path
+) -> None:
+    config, conf = clone(spark, template.config, tmp_path)
+    results = [finish(p) for p in [acker_process(conf, "run"), acker_process(conf, "run")]]
+    assert sorted(code for code, _ in results) == [0, 1], results
+    refused = next(err for code, err in results if code == 1).strip().splitlines()
+    assert len(refused) == 1 and "another acker writer holds" in refused[0], refused
+    assert_same_tables(spark, config, template.reference)
+
+
+def test_random_crashes_over_many_batches_leave_the_uninterrupted_outcome(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    spec = WorkloadSpec(trees=120, batches=6, seed=29, start=BASE_TIME)
+    batches = micro_batches(spec)
+    steps = [batches[i : i + 2] for i in range(0, len(batches), 2)]
+    rng = random.Random(2026)
+
+    reference = make_config(tmp_path / "reference", **SEMANTICS)
+    create_tables(spark, reference)
+    crashed = make_config(tmp_path / "crashed", **SEMANTICS)
+    create_tables(spark, crashed)
+    conf = write_conf(crashed, tmp_path / "crashed.toml")
+    crashes = 0
+    for step in steps:
+        for micro_batch in step:
+            append_micro_batch(spark, reference, micro_batch)
+            append_micro_batch(spark, crashed, micro_batch)
+        first_batch = jobs.status(spark, reference).last_batch_id + 1
+        report = jobs.run(spark, reference)
+        candidates = [f"{p}@{first_batch + i}" for p in BATCH_POINTS for i in range(len(step))]
+        candidates += [f"{p}@{t.epoch}" for p in TICK_POINTS[1:] for t in report.ticks]
+        candidates += [
+            f"{TICK_POINTS[0]}@{t.epoch}"
+            for t in report.ticks
+            if t.expired_timeout + t.expired_no_init
+        ]
+        if rng.random() < 0.6:
+            crashes += run_acker(conf, crash_at=rng.choice(candidates)) == -signal.SIGKILL
+        assert run_acker(conf) == 0
+    assert crashes >= 1
+    jobs.tick(spark, reference, BUCKETS)
+    jobs.tick(spark, crashed, BUCKETS)
+    assert_same_tables(spark, crashed, reference)
+    assert_resolved_once(spark, crashed)
+    assert jobs.status(spark, crashed).pending == 0
