@@ -1,7 +1,9 @@
 -- classify_batch_events.sql
 -- What: tags every row of the micro-batch with the reason it must be quarantined (null if valid)
---       and normalises the value of fail/reset rows, which the acker ignores.
--- Who runs it: pipelines.engine.process_batch, over the temp view `batch_events`.
+--       and normalises the value of fail/reset rows, which the acker ignores. Columns beyond
+--       the ack_events ones (ingest's file and line number) pass through unchanged.
+-- Who runs it: pipelines.engine.process_batch over the temp view `batch_events`, and
+--              pipelines.ingest over the rows of one input file.
 -- Parameters: none.
 with batch_rows as (
     select * from batch_events
@@ -9,15 +11,20 @@ with batch_rows as (
 
 final as (
     select
-        anchor_id,
-        event_type,
+        * except (xor_value),
         case when event_type in ('fail', 'reset') then null else xor_value end as xor_value,
-        spout_task,
-        source_msg_id,
-        component,
-        event_time,
-        event_id,
-        to_json(struct(*)) as raw,
+        to_json(
+            struct(
+                anchor_id,
+                event_type,
+                xor_value,
+                spout_task,
+                source_msg_id,
+                component,
+                event_time,
+                event_id
+            )
+        ) as raw,
         case
             when anchor_id is null then 'null_anchor_id'
             when anchor_id = 0 then 'zero_anchor_id'

@@ -3,11 +3,11 @@
 -- Who runs it: `acker init`.
 -- Parameters: :table.
 create table if not exists identifier(:table) (
-    raw            string    comment 'the row as JSON text, exactly as read',
-    reason         string    comment 'null_anchor_id | zero_anchor_id | unknown_event_type | null_xor_value | zero_xor_value | init_without_spout_task | null_event_time',
-    source         string    comment 'where the row came from: the ack_events table or a file path',
-    source_row     bigint    comment 'line or row number in the source file, when known',
-    batch_id       bigint    comment 'micro-batch that quarantined it',
+    raw            string    comment 'the row as read: the file''s line (JSON Lines, CSV), the Parquet row or the ack_events row as JSON',
+    reason         string    comment 'unparsable_row | invalid_<column> (ingest only) | null_anchor_id | zero_anchor_id | unknown_event_type | null_xor_value | zero_xor_value | init_without_spout_task | null_event_time',
+    source         string    comment 'where the row came from: the input file''s path, or the ack_events table',
+    source_row     bigint    comment 'line (JSON Lines, CSV) or row (Parquet) number in the input file; null for ack_events rows',
+    batch_id       bigint    comment 'micro-batch that quarantined it; null for rows quarantined by acker ingest',
     quarantined_at timestamp comment 'wall-clock time it was quarantined'
 )
 using delta

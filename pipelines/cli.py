@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "paths", nargs="+", metavar="PATH", help=".jsonl, .csv or .parquet files or folders"
     )
+    ingest.add_argument(
+        "--format",
+        choices=("jsonl", "csv", "parquet"),
+        help="read every file in this format, whatever its extension",
+    )
     verbs.add_parser(
         "run", parents=[common], help="process every available event, then tick on the clock"
     )
@@ -129,12 +134,16 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     elif args.verb == "ingest":
         jobs.open_tables(spark, config)
         ingested = jobs.ingest(
-            spark, config, args.paths, progress=lambda line: print(line, file=sys.stderr)
+            spark,
+            config,
+            args.paths,
+            fmt=args.format,
+            progress=lambda line: print(line, file=sys.stderr),
         )
         new_files = ingested.files - ingested.skipped_files
         print(
-            f"ingested {ingested.events} events from {new_files} files "
-            f"into {config.qualified('ack_events')}; "
+            f"ingested {new_files} files: {ingested.accepted} events into "
+            f"{config.qualified('ack_events')}, {ingested.quarantined} rows quarantined; "
             f"{ingested.skipped_files} files already ingested, skipped"
         )
     elif args.verb == "run":

@@ -179,7 +179,7 @@ def _parse_warehouse(raw: dict[str, Any]) -> WarehouseSettings:
         catalog=_take("warehouse", raw, "catalog", str, d.catalog),
     )
     if not settings.path.strip():
-        raise ConfigError("warehouse.path = '': must name a folder")
+        raise ConfigError(f"warehouse.path = {settings.path!r}: must name a folder")
     check_identifier("warehouse.schema", settings.schema)
     if settings.catalog:
         check_identifier("warehouse.catalog", settings.catalog)

@@ -5,23 +5,20 @@ Each takes ``spark`` first and a validated :class:`~pipelines.config.Config`.
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from pipelines import engine
 from pipelines.config import Config
-from pipelines.engine import TickResult, append_idempotent, process_batch, read_position
+from pipelines.engine import TickResult, process_batch, read_position
 from pipelines.errors import AckerError
+from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.tables import attach_tables, create_tables, missing_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
@@ -42,27 +39,6 @@ __all__ = [
     "status",
     "tick",
 ]
-
-ACK_EVENTS_SCHEMA = T.StructType(
-    [
-        T.StructField("anchor_id", T.LongType()),
-        T.StructField("event_type", T.StringType()),
-        T.StructField("xor_value", T.LongType()),
-        T.StructField("spout_task", T.IntegerType()),
-        T.StructField("source_msg_id", T.StringType()),
-        T.StructField("component", T.StringType()),
-        T.StructField("event_time", T.TimestampType()),
-        T.StructField("event_id", T.StringType()),
-    ]
-)
-
-_FORMATS = {
-    ".jsonl": "json",
-    ".json": "json",
-    ".ndjson": "json",
-    ".csv": "csv",
-    ".parquet": "parquet",
-}
 
 
 @dataclass(frozen=True)
@@ -117,97 +93,6 @@ def append_events(spark: SparkSession, config: Config, events: Iterable[Event]) 
         df = spark.createDataFrame(rows, ACK_EVENTS_SCHEMA)
         df.write.format("delta").mode("append").saveAsTable(config.qualified("ack_events"))
     return len(rows)
-
-
-def _read_file(spark: SparkSession, path: Path) -> DataFrame:
-    fmt = _FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        raise AckerError(
-            f"{path}: unknown file type {path.suffix!r} (use .jsonl, .csv or .parquet)"
-        )
-    if fmt == "parquet":
-        df = spark.read.parquet(str(path))
-        absent = [f for f in ACK_EVENTS_SCHEMA.fields if f.name not in df.columns]
-        df = df.withColumns({f.name: F.lit(None).cast(f.dataType) for f in absent})
-    else:
-        reader = spark.read.schema(
-            T.StructType(
-                [
-                    *ACK_EVENTS_SCHEMA.fields[:6],
-                    T.StructField("event_time", T.StringType()),
-                    ACK_EVENTS_SCHEMA.fields[7],
-                ]
-            )
-        )
-        df = (
-            reader.option("header", "true").csv(str(path))
-            if fmt == "csv"
-            else reader.json(str(path))
-        )
-        df = df.withColumn("event_time", F.to_timestamp("event_time"))
-    return df.select(
-        [F.col(f.name).cast(f.dataType).alias(f.name) for f in ACK_EVENTS_SCHEMA.fields]
-    )
-
-
-@dataclass(frozen=True)
-class IngestReport:
-    """What one ``acker ingest`` did."""
-
-    files: int
-    events: int
-    skipped_files: int
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _table_version(spark: SparkSession, config: Config, table: str) -> int:
-    # Delta's DESCRIBE HISTORY grammar takes no identifier(:param); its Python API needs none.
-    row = DeltaTable.forName(spark, config.qualified(table)).history(1).first()
-    return -1 if row is None else int(row["version"])
-
-
-def ingest(
-    spark: SparkSession,
-    config: Config,
-    paths: Sequence[str | Path],
-    progress: Callable[[str], None] | None = None,
-) -> IngestReport:
-    """Append the events of JSON Lines, CSV or Parquet files (or folders) to ``ack_events``.
-
-    Idempotent per file content: each append carries the file's SHA-256 as its Delta
-    ``txnAppId``, so a file ingested before (under any path, or twice in one call) adds nothing.
-    """
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.suffix.lower() in _FORMATS))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise AckerError(f"{path}: no such file or folder")
-    events = skipped = 0
-    for number, file in enumerate(files, start=1):
-        df = _read_file(spark, file).localCheckpoint()
-        before = _table_version(spark, config, "ack_events")
-        append_idempotent(df, config, "ack_events", f"ingest/{_file_digest(file)}", 0)
-        if _table_version(spark, config, "ack_events") == before:
-            skipped += 1
-            outcome = "already ingested, skipped"
-        else:
-            rows = df.count()
-            events += rows
-            outcome = f"{rows} events"
-        if progress is not None:
-            progress(f"[{number}/{len(files)}] {file}: {outcome}")
-    return IngestReport(files=len(files), events=events, skipped_files=skipped)
 
 
 def _process_available(spark: SparkSession, config: Config) -> None:

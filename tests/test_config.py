@@ -43,6 +43,8 @@ def test_warehouse_option_overrides_the_file(tmp_path: Path) -> None:
             "warehouse.schema = 'acker; drop table x'",
         ),
         ({"warehouse": {"schema": "ack`er"}}, "warehouse.schema = 'ack`er'"),
+        ({"warehouse": {"schema": "acker'--"}}, 'warehouse.schema = "acker\'--"'),
+        ({"warehouse": {"path": " "}}, "warehouse.path = ' '"),
         ({"warehouse": {"catalog": "main.x"}}, "warehouse.catalog = 'main.x'"),
         ({"spark": {"delta_jars": "maybe"}}, "spark.delta_jars = 'maybe'"),
         ({"sparks": {}}, "(top level).sparks: unknown key"),

@@ -67,12 +67,12 @@ def test_ingesting_the_same_files_again_adds_nothing(acker: Harness, tmp_path: P
     lines: list[str] = []
 
     first = jobs.ingest(acker.spark, acker.config, [folder], progress=lines.append)
-    assert (first.files, first.events, first.skipped_files) == (2, 3, 0)
+    assert (first.files, first.accepted, first.quarantined, first.skipped_files) == (2, 3, 0, 0)
     # The same folder again, plus an overlapping sub-folder: every file is already in.
     again = jobs.ingest(acker.spark, acker.config, [folder, folder / "day1"])
-    assert (again.files, again.events, again.skipped_files) == (3, 0, 3)
+    assert (again.files, again.accepted, again.skipped_files) == (3, 0, 3)
     assert acker.table("ack_events").count() == 3
     assert lines == [
-        f"[1/2] {folder / 'b.jsonl'}: 1 events",
-        f"[2/2] {folder / 'day1' / 'a.jsonl'}: 2 events",
+        f"[1/2] {folder / 'b.jsonl'}: 1 events, 0 quarantined",
+        f"[2/2] {folder / 'day1' / 'a.jsonl'}: 2 events, 0 quarantined",
     ]

@@ -1,0 +1,328 @@
+"""``acker ingest``: event files into ``ack_events``, every row checked, nothing lost.
+
+Each row of a JSON Lines, CSV or Parquet file is read as text first and converted to the
+``ack_events`` columns and types here; then the pipeline's own input rules
+(``classify_batch_events.sql``) judge it. Good rows are appended to ``ack_events``; the others
+go to ``quarantine`` with the row's text, the file, the line (or Parquet row) number and the
+reason. Both appends carry the file's SHA-256 as their Delta ``txnAppId``: a file's content
+is ingested once, under whatever path and however often it is offered, and an ingest stopped
+half-way finishes when run again.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from pipelines.config import Config
+from pipelines.engine import append_idempotent
+from pipelines.errors import AckerError
+from pipelines.sql import run_sql
+
+__all__ = [
+    "ACK_EVENTS_SCHEMA",
+    "FORMATS",
+    "IngestReport",
+    "SourceRow",
+    "ingest",
+    "read_rows",
+]
+
+ACK_EVENTS_SCHEMA = T.StructType(
+    [
+        T.StructField("anchor_id", T.LongType()),
+        T.StructField("event_type", T.StringType()),
+        T.StructField("xor_value", T.LongType()),
+        T.StructField("spout_task", T.IntegerType()),
+        T.StructField("source_msg_id", T.StringType()),
+        T.StructField("component", T.StringType()),
+        T.StructField("event_time", T.TimestampType()),
+        T.StructField("event_id", T.StringType()),
+    ]
+)
+
+_SOURCE_SCHEMA = T.StructType(
+    [
+        *ACK_EVENTS_SCHEMA.fields,
+        T.StructField("source_row", T.LongType()),
+        T.StructField("source_text", T.StringType()),
+        T.StructField("read_problem", T.StringType()),
+    ]
+)
+
+FORMATS = ("jsonl", "csv", "parquet")
+_EXTENSIONS = {
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
+_PROGRESS_EVERY = 100_000
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One row of an input file: where it was, its text, and its values or what is wrong."""
+
+    number: int
+    """Line number (JSON Lines, CSV, counting the header) or row number (Parquet), from 1."""
+    text: str
+    values: tuple[Any, ...] | None
+    """The ``ack_events`` columns, typed; ``None`` when the row cannot be read."""
+    problem: str | None
+    """Why ``values`` is ``None``: ``unparsable_row`` or ``invalid_<column>``."""
+
+
+def _integer(bits: int) -> Callable[[object], int]:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def convert(value: object) -> int:
+        if isinstance(value, bool):
+            raise ValueError("a boolean is not an integer")
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+            number = int(value)
+        else:
+            raise ValueError(f"not an integer: {value!r}")
+        if not low <= number <= high:
+            raise ValueError(f"out of the {bits}-bit range: {number}")
+        return number
+
+    return convert
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"not a string: {value!r}")
+    return value
+
+
+def _timestamp(value: object) -> datetime:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.strip())
+    if not isinstance(value, datetime):
+        raise ValueError(f"not a timestamp: {value!r}")
+    # Without a zone a time is UTC, the session's zone; with one it is converted to UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+_CONVERTERS: tuple[tuple[str, Callable[[object], Any]], ...] = (
+    ("anchor_id", _integer(64)),
+    ("event_type", _text),
+    ("xor_value", _integer(64)),
+    ("spout_task", _integer(32)),
+    ("source_msg_id", _text),
+    ("component", _text),
+    ("event_time", _timestamp),
+    ("event_id", _text),
+)
+
+
+def typed_values(record: Mapping[str, object]) -> tuple[tuple[Any, ...] | None, str | None]:
+    """Convert one record to the ``ack_events`` types: ``(values, None)`` or ``(None, reason)``.
+
+    An absent column, a null and an empty string (CSV's null) are all null; other columns
+    are ignored.
+    """
+    values: list[Any] = []
+    for column, convert in _CONVERTERS:
+        value = record.get(column)
+        if value is None or value == "":
+            values.append(None)
+            continue
+        try:
+            values.append(convert(value))
+        except (ValueError, TypeError, OverflowError):
+            return None, f"invalid_{column}"
+    return tuple(values), None
+
+
+def _row(number: int, text: str, record: object) -> SourceRow:
+    if not isinstance(record, Mapping):
+        return SourceRow(number, text, None, "unparsable_row")
+    values, problem = typed_values(record)
+    return SourceRow(number, text, values, problem)
+
+
+def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.rstrip("\r\n")
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except ValueError:
+                yield SourceRow(number, text, None, "unparsable_row")
+                continue
+            yield _row(number, text, record)
+
+
+def _csv_rows(path: Path) -> Iterator[SourceRow]:
+    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+        header: list[str] | None = None
+        for number, line in enumerate(handle, start=1):
+            text = line.rstrip("\r\n")
+            if not text.strip():
+                continue
+            fields = next(csv.reader([text]))
+            if header is None:
+                header = [name.strip() for name in fields]
+                continue
+            if len(fields) != len(header):
+                yield SourceRow(number, text, None, "unparsable_row")
+                continue
+            yield _row(number, text, dict(zip(header, fields, strict=True)))
+
+
+def _parquet_rows(path: Path) -> Iterator[SourceRow]:
+    number = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+        for record in batch.to_pylist():
+            number += 1
+            yield _row(number, json.dumps(record, default=str, sort_keys=True), record)
+
+
+_READERS: dict[str, Callable[[Path], Iterator[SourceRow]]] = {
+    "jsonl": _jsonl_rows,
+    "csv": _csv_rows,
+    "parquet": _parquet_rows,
+}
+
+
+def file_format(path: Path, forced: str | None = None) -> str:
+    """The format of ``path``: ``forced`` if given, else by extension."""
+    if forced is not None:
+        if forced not in FORMATS:
+            raise AckerError(f"--format {forced!r}: use one of {', '.join(FORMATS)}")
+        return forced
+    fmt = _EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        raise AckerError(
+            f"{path}: unknown file type {path.suffix!r} "
+            "(use .jsonl, .json, .ndjson, .csv or .parquet, or --format)"
+        )
+    return fmt
+
+
+def read_rows(path: Path, fmt: str | None = None) -> Iterator[SourceRow]:
+    """Every row of an input file, in file order, readable or not. Blank lines are skipped."""
+    return _READERS[file_format(path, fmt)](path)
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What one ``acker ingest`` did."""
+
+    files: int
+    accepted: int
+    quarantined: int
+    skipped_files: int
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _table_version(spark: SparkSession, config: Config, table: str) -> int:
+    # Delta's DESCRIBE HISTORY grammar takes no identifier(:param); its Python API needs none.
+    row = DeltaTable.forName(spark, config.qualified(table)).history(1).first()
+    return -1 if row is None else int(row["version"])
+
+
+def _input_files(paths: Sequence[str | Path], fmt: str | None) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = (p for p in sorted(path.rglob("*")) if p.is_file())
+            files.extend(
+                p
+                for p in found
+                if not p.name.startswith((".", "_"))
+                and (fmt is not None or p.suffix.lower() in _EXTENSIONS)
+            )
+        elif path.is_file():
+            file_format(path, fmt)
+            files.append(path)
+        else:
+            raise AckerError(f"{path}: no such file or folder")
+    return files
+
+
+def _source_rows(
+    path: Path, fmt: str | None, progress: Callable[[str], None] | None
+) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    empty: tuple[None, ...] = (None,) * len(ACK_EVENTS_SCHEMA.fields)
+    for row in read_rows(path, fmt):
+        rows.append((*(row.values or empty), row.number, row.text, row.problem))
+        if progress is not None and len(rows) % _PROGRESS_EVERY == 0:
+            progress(f"    {path}: {len(rows)} rows read")
+    return rows
+
+
+def ingest(
+    spark: SparkSession,
+    config: Config,
+    paths: Sequence[str | Path],
+    fmt: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> IngestReport:
+    """Append the events of JSON Lines, CSV or Parquet files (or folders) to ``ack_events``,
+    and the rows that break the input contract to ``quarantine``; see the module doc.
+
+    Example: ``ingest(spark, config, ["events/"], progress=print)``.
+    """
+    files = _input_files(paths, fmt)
+    accepted = quarantined = skipped = 0
+    for index, file in enumerate(files, start=1):
+        rows = _source_rows(file, fmt, progress)
+        spark.createDataFrame(rows, _SOURCE_SCHEMA).createOrReplaceTempView("batch_events")
+        classified = run_sql(spark, config, "classify_batch_events").localCheckpoint()
+        classified.createOrReplaceTempView("classified_events")
+        outputs = {
+            "ack_events": run_sql(spark, config, "select_ingested_events"),
+            "quarantine": run_sql(spark, config, "select_ingest_quarantine", source=str(file)),
+        }
+        counts = {table: df.count() for table, df in outputs.items()}
+        app = f"ingest/{_file_digest(file)}"
+        written = False
+        for table, df in outputs.items():
+            if counts[table]:
+                before = _table_version(spark, config, table)
+                append_idempotent(df, config, table, app, 0)
+                written |= _table_version(spark, config, table) != before
+        if written or not any(counts.values()):
+            accepted += counts["ack_events"]
+            quarantined += counts["quarantine"]
+            outcome = f"{counts['ack_events']} events, {counts['quarantine']} quarantined"
+        else:
+            skipped += 1
+            outcome = "already ingested, skipped"
+        for view in ("batch_events", "classified_events"):
+            spark.catalog.dropTempView(view)
+        if progress is not None:
+            progress(f"[{index}/{len(files)}] {file}: {outcome}")
+    return IngestReport(
+        files=len(files), accepted=accepted, quarantined=quarantined, skipped_files=skipped
+    )

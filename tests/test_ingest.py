@@ -1,0 +1,336 @@
+"""Bad input loses nothing and stops nothing: file rows are read and typed one by one (property
+tests, no Spark), then routed to ack_events or quarantine with file and line; rows other
+writers put in ack_events are quarantined by the pipeline; corrupted streams leave the clean
+trees' outcomes as a clean run's."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from pipelines import jobs
+from pipelines.cli import main
+from pipelines.ingest import read_rows
+from pipelines.tables import create_tables
+from pipelines.workload import Event, WorkloadSpec, generate_workload
+from tests.acker_harness import BASE_TIME, Harness, ack, at, init, outcome, write_conf
+from tests.conftest import make_config
+from tests.model import AckerModel
+
+COLUMNS = (
+    "anchor_id",
+    "event_type",
+    "xor_value",
+    "spout_task",
+    "source_msg_id",
+    "component",
+    "event_time",
+    "event_id",
+)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+PLAIN_TEXT = st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), max_size=8)
+RECORDS = st.fixed_dictionaries(
+    {
+        "anchor_id": INT64,
+        "event_type": st.sampled_from(["init", "ack", "anchor", "fail", "reset"]),
+        "xor_value": st.none() | INT64,
+        "spout_task": st.none() | st.integers(-(2**31), 2**31 - 1),
+        "source_msg_id": st.none() | PLAIN_TEXT,
+        "component": st.none() | PLAIN_TEXT,
+        "event_time": st.datetimes(datetime(2000, 1, 1), datetime(2100, 1, 1)),
+        "event_id": st.none() | PLAIN_TEXT,
+    }
+)
+# How a row gets broken, and the reason it must be quarantined with.
+CORRUPTIONS = {
+    "garbage": "unparsable_row",
+    "anchor_too_big": "invalid_anchor_id",
+    "anchor_not_a_number": "invalid_anchor_id",
+    "time_not_a_time": "invalid_event_time",
+    "xor_fraction": "invalid_xor_value",
+    "task_too_big": "invalid_spout_task",
+}
+
+
+def typed(record: dict[str, Any]) -> tuple[Any, ...]:
+    """The values a clean record must be read as: empty text is null, times are UTC."""
+    values = [None if record[c] == "" else record[c] for c in COLUMNS]
+    values[6] = record["event_time"].replace(tzinfo=UTC)
+    return tuple(values)
+
+
+def corrupt(record: dict[str, Any], how: str) -> dict[str, Any]:
+    broken = dict(record)
+    if how == "anchor_too_big":
+        broken["anchor_id"] = 2**63
+    elif how == "anchor_not_a_number":
+        broken["anchor_id"] = "12ab"
+    elif how == "time_not_a_time":
+        broken["event_time"] = "yesterday"
+    elif how == "xor_fraction":
+        broken["xor_value"] = 1.5 if isinstance(record["xor_value"], int) else "1.5"
+    elif how == "task_too_big":
+        broken["spout_task"] = 2**31
+    return broken
+
+
+def as_json(record: dict[str, Any]) -> str:
+    return json.dumps(record, default=lambda v: v.isoformat())
+
+
+STREAMS = st.lists(
+    st.tuples(RECORDS, st.none() | st.sampled_from(sorted(CORRUPTIONS))), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(stream=STREAMS)
+def test_every_json_line_is_read_or_named_bad(
+    stream: list[tuple[dict[str, Any], str | None]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = tmp_path_factory.mktemp("jsonl") / "events.jsonl"
+    lines = [
+        "{not json" if how == "garbage" else as_json(corrupt(r, how) if how else r)
+        for r, how in stream
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    rows = list(read_rows(path))
+    assert [row.number for row in rows] == list(range(1, len(stream) + 1))
+    assert [row.text for row in rows] == lines
+    for row, (record, how) in zip(rows, stream, strict=True):
+        if how is None:
+            assert (row.values, row.problem) == (typed(record), None)
+        else:
+            assert (row.values, row.problem) == (None, CORRUPTIONS[how])
+
+
+@settings(max_examples=150, deadline=None)
+@given(stream=STREAMS)
+def test_every_csv_line_is_read_or_named_bad(
+    stream: list[tuple[dict[str, Any], str | None]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = tmp_path_factory.mktemp("csv") / "events.csv"
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for record, how in stream:
+        if how == "garbage":
+            text.write("1,init\n")
+            continue
+        values = corrupt(record, how) if how else record
+        writer.writerow(
+            ["" if values[c] is None else values[c] for c in COLUMNS[:6]]
+            + [str(values["event_time"]), values["event_id"] or ""]
+        )
+    path.write_text(text.getvalue())
+    rows = list(read_rows(path))
+    assert [row.number for row in rows] == list(range(2, len(stream) + 2))
+    for row, (record, how) in zip(rows, stream, strict=True):
+        if how is None:
+            assert (row.values, row.problem) == (typed(record), None)
+        else:
+            assert (row.values, row.problem) == (None, CORRUPTIONS[how])
+
+
+def test_ingest_routes_each_row_to_events_or_quarantine(acker: Harness, tmp_path: Path) -> None:
+    good = [
+        {"anchor_id": 5, "event_type": "init", "xor_value": 9, "spout_task": 2,
+         "source_msg_id": "m5", "event_time": "2026-03-01T12:00:00"},
+        {"anchor_id": 5, "event_type": "ack", "xor_value": 9,
+         "event_time": "2026-03-01T13:00:00+01:00"},
+    ]  # fmt: skip
+    bad = [
+        ("{\"anchor_id\": 6, \"event_type\": ", "unparsable_row"),
+        (json.dumps({"anchor_id": "six", "event_type": "ack", "xor_value": 1,
+                     "event_time": "2026-03-01T12:00:00"}), "invalid_anchor_id"),
+        (json.dumps({"anchor_id": 0, "event_type": "ack", "xor_value": 1,
+                     "event_time": "2026-03-01T12:00:00"}), "zero_anchor_id"),
+        (json.dumps({"event_type": "ack", "xor_value": 1,
+                     "event_time": "2026-03-01T12:00:00"}), "null_anchor_id"),
+        (json.dumps({"anchor_id": 6, "event_type": "nack", "xor_value": 1,
+                     "event_time": "2026-03-01T12:00:00"}), "unknown_event_type"),
+        (json.dumps({"anchor_id": 6, "event_type": "ack", "xor_value": 0,
+                     "event_time": "2026-03-01T12:00:00"}), "zero_xor_value"),
+        (json.dumps({"anchor_id": 6, "event_type": "init", "spout_task": 1,
+                     "event_time": "2026-03-01T12:00:00"}), "null_xor_value"),
+        (json.dumps({"anchor_id": 6, "event_type": "init", "xor_value": 3,
+                     "event_time": "2026-03-01T12:00:00"}), "init_without_spout_task"),
+        (json.dumps({"anchor_id": 6, "event_type": "ack", "xor_value": 3}), "null_event_time"),
+    ]  # fmt: skip
+    path = tmp_path / "mixed.jsonl"
+    lines = [json.dumps(good[0]), *(text for text, _ in bad), json.dumps(good[1])]
+    path.write_text("\n".join(lines) + "\n")
+    lines_seen: list[str] = []
+
+    report = jobs.ingest(acker.spark, acker.config, [path], progress=lines_seen.append)
+    assert (report.files, report.accepted, report.quarantined, report.skipped_files) == (1, 2, 9, 0)
+    assert lines_seen == [f"[1/1] {path}: 2 events, 9 quarantined"]
+    expected_events = acker.spark.createDataFrame(
+        [
+            (5, "init", 9, 2, "m5", None, datetime(2026, 3, 1, 12), None),
+            (5, "ack", 9, None, None, None, datetime(2026, 3, 1, 12), None),
+        ],
+        jobs.ACK_EVENTS_SCHEMA,
+    )
+    assert_df_equality(
+        acker.table("ack_events"),
+        expected_events,
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
+    )
+    expected_quarantine = acker.spark.createDataFrame(
+        [(text, reason, str(path), line, None) for line, (text, reason) in enumerate(bad, 2)],
+        "raw string, reason string, source string, source_row bigint, batch_id bigint",
+    )
+    assert_df_equality(
+        acker.table("quarantine").drop("quarantined_at"),
+        expected_quarantine,
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
+    )
+
+    # The same content under another name is recognised; nothing is added twice.
+    copy = tmp_path / "copy" / "again.jsonl"
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    again = jobs.ingest(acker.spark, acker.config, [path, copy.parent])
+    assert (again.files, again.accepted, again.quarantined, again.skipped_files) == (2, 0, 0, 2)
+    assert (acker.table("ack_events").count(), acker.table("quarantine").count()) == (2, 9)
+
+    jobs.run(acker.spark, acker.config)
+    assert acker.table("completed").select("anchor_id").collect() == [(5,)]
+
+
+# One row of each kind another writer might append to ack_events directly.
+BAD_ROWS = {
+    "null_anchor_id": Event(None, "ack", 7, None, None, "bolt", at(1), None),
+    "zero_anchor_id": Event(0, "ack", 7, None, None, "bolt", at(1), None),
+    "unknown_event_type": Event(31, "nack", 7, None, None, "bolt", at(1), None),
+    "null_xor_value": Event(31, "ack", None, None, None, "bolt", at(1), None),
+    "zero_xor_value": Event(31, "anchor", 0, None, None, "bolt", at(1), None),
+    "init_without_spout_task": Event(31, "init", 7, None, "m31", "spout", at(1), None),
+    "null_event_time": Event(31, "ack", 7, None, None, "bolt", None, None),
+}
+
+
+@pytest.mark.parametrize("kinds", [[kind] for kind in BAD_ROWS] + [sorted(BAD_ROWS)])
+def test_the_pipeline_quarantines_bad_rows_and_goes_on(acker: Harness, kinds: list[str]) -> None:
+    good = [init(30, 12, 0), ack(30, 12, 5), init(31, 7, 0)]
+    acker.batch(good[0], *(BAD_ROWS[k] for k in kinds), *good[1:])
+    quarantine = acker.table("quarantine").select("reason", "source", "source_row", "batch_id")
+    expected = acker.spark.createDataFrame(
+        [(k, acker.config.qualified("ack_events"), None, 0) for k in kinds],
+        "reason string, source string, source_row bigint, batch_id bigint",
+    )
+    assert_df_equality(
+        quarantine, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
+    raw = {json.loads(r["raw"])["event_type"] for r in acker.table("quarantine").collect()}
+    assert raw == {BAD_ROWS[k].event_type for k in kinds}
+    assert acker.table("completed").select("anchor_id").collect() == [(30,)]
+    assert acker.pending_ids() == {31}, "31's bad ack, anchor and init changed nothing"
+    batch = acker.table("batches").first()
+    assert batch is not None
+    assert (batch["events_in"], batch["quarantined"]) == (3 + len(kinds), len(kinds))
+    assert batch["events_in"] == (
+        batch["events_applied"] + batch["duplicates"] + batch["quarantined"] + batch["late"]
+    )
+
+
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 10_000),
+    corruption=st.lists(
+        st.tuples(st.sampled_from(sorted(BAD_ROWS)), st.integers(0, 10**6), INT64),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_corrupted_streams_leave_clean_trees_as_a_clean_run(
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    seed: int,
+    corruption: list[tuple[str, int, int]],
+) -> None:
+    events = generate_workload(WorkloadSpec(trees=40, batches=1, seed=seed, start=BASE_TIME))
+    anchors = sorted({e.anchor_id for e in events if e.anchor_id is not None})
+    # Bad rows aimed at the clean trees, with values that would break their checksums.
+    corrupted = list(events)
+    for kind, position, value in corruption:
+        template = BAD_ROWS[kind]
+        target = (
+            template.anchor_id
+            if kind in ("null_anchor_id", "zero_anchor_id")
+            else anchors[position % len(anchors)]
+        )
+        bad_value = template.xor_value if kind in ("null_xor_value", "zero_xor_value") else value
+        row = replace(template, anchor_id=target, xor_value=bad_value)
+        corrupted.insert(position % (len(corrupted) + 1), row)
+    config = make_config(tmp_path_factory.mktemp("corrupted"), buckets=2)
+    create_tables(spark, config)
+    acker = Harness(spark, config)
+    model = AckerModel(buckets=2)
+    acker.batch(*corrupted)
+    model.batch(0, events)
+    acker.tick(2)
+    model.tick(2)
+
+    for name in ("completed", "failed", "expired"):
+        assert_df_equality(
+            acker.outcomes(name),
+            acker.expected(model.outcomes[name]),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )
+    assert acker.table("quarantine").count() == len(corruption)
+    batch = acker.table("batches").first()
+    assert batch is not None and batch["events_in"] == len(corrupted)
+
+
+def test_the_capacity_guard_fails_exactly_the_newest_new_trees(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(max_pending=2)
+    acker.batch(init(1, 5, 0), init(2, 5, 10), init(3, 5, 20), init(4, 5, 30), ack(4, 5, 31))
+    assert acker.pending_ids() == {1, 2}, "3 is the newest new tree; 4 completed, so never counts"
+    acker.batch(ack(1, 5, 40), init(5, 6, 50), init(6, 6, 45))
+    assert acker.pending_ids() == {2, 6}, "1 completes and frees a place: 6 (older) takes it"
+    failed = acker.table("failed").select("anchor_id", "reason", "batch_id").orderBy("anchor_id")
+    assert [tuple(r) for r in failed.collect()] == [(3, "overflow", 0), (5, "overflow", 1)]
+    overflowed = acker.table("batches").orderBy("batch_id").select("overflowed").collect()
+    assert [r[0] for r in overflowed] == [1, 1]
+
+
+def test_the_readme_recipe_re_processes_quarantined_rows(
+    acker: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    recipe = re.search(r'acker sql "(insert into ack_events.*?)"\n', readme, re.DOTALL)
+    assert recipe is not None, "the README's re-processing example is gone"
+    init_without_task = Event(40, "init", 6, None, "m40", "spout", at(0), None)
+    acker.batch(init_without_task, ack(40, 6, 5))
+    assert [r["reason"] for r in acker.table("quarantine").collect()] == ["init_without_spout_task"]
+    assert acker.pending_ids() == {40}, "the ack waits for an init"
+
+    conf = write_conf(acker.config, tmp_path / "acker.toml")
+    assert main(["sql", "--conf", str(conf), recipe.group(1)]) == 0, capsys.readouterr().err
+    jobs.run(acker.spark, acker.config)
+    acker.assert_outcomes(
+        completed=[
+            outcome(40, "acked", init_ms=0, first_ms=0, last_ms=5, events=2, batch=1, task=0)
+        ]
+    )
