@@ -102,8 +102,14 @@ def _process_available(spark: SparkSession, config: Config) -> None:
         .table(config.qualified("ack_events"))
     )
 
+    refusals: list[AckerError] = []
+
     def apply_batch(batch: DataFrame, batch_id: int) -> None:
-        process_batch(batch.sparkSession, config, batch, batch_id)
+        try:
+            process_batch(batch.sparkSession, config, batch, batch_id)
+        except AckerError as refusal:
+            refusals.append(refusal)
+            raise
 
     query = (
         events.writeStream.foreachBatch(apply_batch)
@@ -111,7 +117,13 @@ def _process_available(spark: SparkSession, config: Config) -> None:
         .option("checkpointLocation", str(config.checkpoint_path))
         .start()
     )
-    query.awaitTermination()
+    try:
+        query.awaitTermination()
+    except Exception:
+        # The stream wraps a refusal in its own failure; the operator needs the refusal.
+        if refusals:
+            raise refusals[0] from None
+        raise
 
 
 def _scalar(df: DataFrame) -> Any:

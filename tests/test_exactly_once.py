@@ -4,6 +4,7 @@ refused with a clear message."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +13,20 @@ import pytest
 from chispa import assert_df_equality
 
 from pipelines import jobs
+from pipelines.cli import main
 from pipelines.engine import process_batch
 from pipelines.errors import AckerError
 from pipelines.lock import lock_path
 from pipelines.workload import Event
-from tests.acker_harness import WALL_CLOCK_COLUMNS, Harness, ack, fail, init, outcome
+from tests.acker_harness import (
+    WALL_CLOCK_COLUMNS,
+    Harness,
+    ack,
+    fail,
+    init,
+    outcome,
+    write_conf,
+)
 
 A, B, C, D, G = 11, 22, 33, 44, 77
 E1, E2, E3, E4, E5 = 0x51F0E1D2C3B4A596, -0x3A2B1C0D4E5F6071, 0x0F1E2D3C4B5A6978, -77, 0x4242
@@ -135,3 +145,19 @@ def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
     # The holder is gone, and with it the lock: the next writer goes ahead.
     assert [t.epoch for t in jobs.tick(acker.spark, acker.config, 1)] == [1]
     assert not Path(path).read_text(), "the lock file is emptied when released"
+
+
+def test_a_lost_checkpoint_stops_the_run_instead_of_applying_events_twice(
+    acker: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acker.batch(init(A, E1, 0))
+    acker.batch(ack(A, E1, 5), init(B, E2, 0))
+    shutil.rmtree(acker.config.checkpoint_path)
+    conf = write_conf(acker.config, tmp_path / "acker.toml")
+    assert main(["run", "--conf", str(conf)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "older than the last committed batch 1" in error[0], error
+    assert acker.pending_ids() == {B}
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=5, events=2, batch=1)]
+    )
