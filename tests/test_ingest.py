@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import jobs
 from pipelines.cli import main
-from pipelines.ingest import read_rows
+from pipelines.ingest import SourceRow, read_rows
 from pipelines.tables import create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import BASE_TIME, Harness, ack, at, init, outcome, write_conf
@@ -91,6 +91,18 @@ def as_json(record: dict[str, Any]) -> str:
     return json.dumps(record, default=lambda v: v.isoformat())
 
 
+Stream = list[tuple[dict[str, Any], str | None]]
+
+
+def assert_read_as_expected(rows: list[SourceRow], stream: Stream) -> None:
+    """Clean records read as their typed values; broken ones as the reason they were broken."""
+    for row, (record, how) in zip(rows, stream, strict=True):
+        if how is None:
+            assert (row.values, row.problem) == (typed(record), None)
+        else:
+            assert (row.values, row.problem) == (None, CORRUPTIONS[how])
+
+
 STREAMS = st.lists(
     st.tuples(RECORDS, st.none() | st.sampled_from(sorted(CORRUPTIONS))), min_size=1, max_size=30
 )
@@ -99,7 +111,7 @@ STREAMS = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(stream=STREAMS)
 def test_every_json_line_is_read_or_named_bad(
-    stream: list[tuple[dict[str, Any], str | None]], tmp_path_factory: pytest.TempPathFactory
+    stream: Stream, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     path = tmp_path_factory.mktemp("jsonl") / "events.jsonl"
     lines = [
@@ -110,17 +122,13 @@ def test_every_json_line_is_read_or_named_bad(
     rows = list(read_rows(path))
     assert [row.number for row in rows] == list(range(1, len(stream) + 1))
     assert [row.text for row in rows] == lines
-    for row, (record, how) in zip(rows, stream, strict=True):
-        if how is None:
-            assert (row.values, row.problem) == (typed(record), None)
-        else:
-            assert (row.values, row.problem) == (None, CORRUPTIONS[how])
+    assert_read_as_expected(rows, stream)
 
 
 @settings(max_examples=150, deadline=None)
 @given(stream=STREAMS)
 def test_every_csv_line_is_read_or_named_bad(
-    stream: list[tuple[dict[str, Any], str | None]], tmp_path_factory: pytest.TempPathFactory
+    stream: Stream, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     path = tmp_path_factory.mktemp("csv") / "events.csv"
     text = io.StringIO()
@@ -138,11 +146,7 @@ def test_every_csv_line_is_read_or_named_bad(
     path.write_text(text.getvalue())
     rows = list(read_rows(path))
     assert [row.number for row in rows] == list(range(2, len(stream) + 2))
-    for row, (record, how) in zip(rows, stream, strict=True):
-        if how is None:
-            assert (row.values, row.problem) == (typed(record), None)
-        else:
-            assert (row.values, row.problem) == (None, CORRUPTIONS[how])
+    assert_read_as_expected(rows, stream)
 
 
 def test_ingest_routes_each_row_to_events_or_quarantine(acker: Harness, tmp_path: Path) -> None:
@@ -290,14 +294,7 @@ def test_corrupted_streams_leave_clean_trees_as_a_clean_run(
     acker.tick(2)
     model.tick(2)
 
-    for name in ("completed", "failed", "expired"):
-        assert_df_equality(
-            acker.outcomes(name),
-            acker.expected(model.outcomes[name]),
-            ignore_row_order=True,
-            ignore_nullable=True,
-            ignore_metadata=True,
-        )
+    acker.assert_outcomes(**model.outcomes)
     assert acker.table("quarantine").count() == len(corruption)
     batch = acker.table("batches").first()
     assert batch is not None and batch["events_in"] == len(corrupted)
