@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.config import Config
 
-__all__ = ["TABLES", "load_sql", "run_sql", "string_literal", "table_args"]
+__all__ = ["TABLES", "VIEWS", "load_sql", "run_sql", "string_literal", "table_args"]
 
 # The acker's tables, in creation order, each with the SQL file that creates it.
 TABLES: dict[str, str] = {
@@ -29,6 +29,16 @@ TABLES: dict[str, str] = {
     "quarantine": "create_quarantine",
     "batches": "create_batches",
     "ticks": "create_ticks",
+}
+
+# The analyst views, in creation order (later ones read `outcomes`), each with its SQL file.
+VIEWS: dict[str, str] = {
+    "outcomes": "create_outcomes_view",
+    "outcome_summary": "create_outcome_summary_view",
+    "latency": "create_latency_view",
+    "stuck_trees": "create_stuck_trees_view",
+    "replay_queue": "create_replay_queue_view",
+    "tree_events": "create_tree_events_view",
 }
 
 _PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")

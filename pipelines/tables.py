@@ -13,7 +13,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
-from pipelines.sql import TABLES, run_sql
+from pipelines.sql import TABLES, VIEWS, run_sql
 
 __all__ = ["attach_tables", "create_tables", "missing_tables", "table_location"]
 
@@ -35,7 +35,7 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
 
 
 def attach_tables(spark: SparkSession, config: Config) -> None:
-    """Register the warehouse's existing tables and the views in this session's catalog."""
+    """Register the warehouse's existing tables, and the views over them, in this session's catalog."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
@@ -54,7 +54,7 @@ def attach_tables(spark: SparkSession, config: Config) -> None:
             spark.catalog.createTable(name, path=str(folder), source="delta")
     _use_schema(spark, config)
     if not missing_tables(spark, config):
-        run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))
+        _create_views(spark, config)
 
 
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
@@ -63,9 +63,14 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     created = missing_tables(spark, config)
     for table in created:
         run_sql(spark, config, TABLES[table], table=config.qualified(table))
-    if created:  # otherwise attach_tables has already made the view
-        run_sql(spark, config, "create_outcomes_view", view=config.qualified("outcomes"))
+    if created:  # otherwise attach_tables has already made the views
+        _create_views(spark, config)
     return created
+
+
+def _create_views(spark: SparkSession, config: Config) -> None:
+    for view, sql_file in VIEWS.items():
+        run_sql(spark, config, sql_file, view=config.qualified(view))
 
 
 def missing_tables(spark: SparkSession, config: Config) -> list[str]:
