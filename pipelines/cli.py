@@ -117,8 +117,25 @@ def _summary(config: Config, status: Any) -> str:
         f"  pending    {status.pending:>9}\n"
         f"  late       {status.late_events:>9}\n"
         f"  quarantine {status.quarantined:>9}\n"
+        f"{_headline(status)}"
         f"tables: {config.qualified_schema}.* in {config.warehouse_path}"
     )
+
+
+def _headline(status: Any) -> str:
+    """The analyst's first questions, each with the view that answers it in full."""
+    lines = [f"replay queue {status.replay_queue} trees (select * from replay_queue)"]
+    if status.latency_p50_ms is not None:
+        lines.append(
+            f"latency p50 {status.latency_p50_ms} ms, p99 {status.latency_p99_ms} ms "
+            "(select * from latency)"
+        )
+    if status.oldest_pending_epochs is not None:
+        lines.append(
+            f"oldest pending tree {status.oldest_pending_epochs} epochs old "
+            "(select * from stuck_trees)"
+        )
+    return "".join(f"  {line}\n" for line in lines)
 
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:

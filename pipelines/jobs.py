@@ -20,6 +20,7 @@ from pipelines.engine import TickResult, process_batch, read_position
 from pipelines.errors import AckerError
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
+from pipelines.sql import run_sql
 from pipelines.tables import attach_tables, create_tables, missing_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -67,6 +68,10 @@ class Status:
     late_events: int
     quarantined: int
     events: int
+    latency_p50_ms: int | None
+    latency_p99_ms: int | None
+    replay_queue: int
+    oldest_pending_epochs: int | None
 
 
 def init(spark: SparkSession, config: Config) -> list[str]:
@@ -212,6 +217,9 @@ def status(spark: SparkSession, config: Config) -> Status:
     def count(table: str) -> int:
         return spark.table(config.qualified(table)).count()
 
+    headline = run_sql(spark, config, "summarize_outcomes").first()
+    assert headline is not None  # a query of scalar subqueries returns one row
+
     return Status(
         epoch=position.epoch,
         last_batch_id=position.last_batch_id,
@@ -224,6 +232,10 @@ def status(spark: SparkSession, config: Config) -> Status:
         late_events=count("late_events"),
         quarantined=count("quarantine"),
         events=count("ack_events"),
+        latency_p50_ms=headline["latency_p50_ms"],
+        latency_p99_ms=headline["latency_p99_ms"],
+        replay_queue=headline["replay_queue"],
+        oldest_pending_epochs=headline["oldest_pending_epochs"],
     )
 
 

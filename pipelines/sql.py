@@ -63,8 +63,8 @@ def string_literal(value: str) -> str:
 
 
 def table_args(config: Config) -> dict[str, str]:
-    """Named parameters for every table: ``{"pending": "acker.pending", ...}``."""
-    return {table: config.qualified(table) for table in TABLES}
+    """Named parameters for every table and view: ``{"pending": "acker.pending", ...}``."""
+    return {name: config.qualified(name) for name in [*TABLES, *VIEWS]}
 
 
 def run_sql(

@@ -35,7 +35,7 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
 
 
 def attach_tables(spark: SparkSession, config: Config) -> None:
-    """Register the warehouse's existing tables, and the views over them, in this session's catalog."""
+    """Register the warehouse's existing tables, and the views over them, in this session."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
