@@ -116,6 +116,20 @@ def test_cli_end_to_end_on_files(spark, tmp_path: Path, capsys: pytest.CaptureFi
     status = acker(capsys, "status", "--conf", conf)
     assert "epoch 2, last batch 0" in status
     assert "completed          1" in status and "pending            0" in status
+    assert "replay queue 1 trees" in status and "latency p50 1250 ms, p99 1250 ms" in status
+    out = acker(
+        capsys,
+        "sql",
+        "--conf",
+        conf,
+        "--format",
+        "csv",
+        "select spout_task, source_msg_id, reason from replay_queue",
+    )
+    assert list(csv.reader(io.StringIO(out))) == [
+        ["spout_task", "source_msg_id", "reason"],
+        ["4", "msg-b", "fail"],
+    ]
 
 
 def test_bad_config_exits_2_with_the_key(
