@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-__all__ = ["Event", "WorkloadSpec", "generate_workload", "new_id"]
+__all__ = ["Edge", "Event", "WorkloadSpec", "generate_edges", "generate_workload", "new_id"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,19 @@ class Event:
             self.event_time,
             self.event_id,
         )
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One tuple of a simulated tree: the component that emitted it, the one that processed
+    it, and its fate there: ``acked``, ``failed`` (a fail was sent) or ``lost`` (no ack was
+    ever sent, so the tree can only time out)."""
+
+    anchor_id: int
+    edge_id: int
+    emitted_by: str
+    processed_by: str
+    fate: str
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,13 @@ class _Tree:
     batch: int
     start: datetime
     events: list[Event] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
     serial: int = 0
+
+    def edge(self, edge_id: int, depth: int, fate: str, emitted_by: str | None = None) -> None:
+        """Record the fate of a tuple processed at ``depth`` (1 = emitted by the spout)."""
+        emitter = emitted_by or ("spout" if depth == 1 else f"bolt-{depth - 1}")
+        self.edges.append(Edge(self.anchor_id, edge_id, emitter, f"bolt-{depth}", fate))
 
     def emit(self, event_type: str, value: int | None, component: str, at: datetime) -> Event:
         self.serial += 1
@@ -129,6 +148,7 @@ class _Simulator:
             roll = self.rng.random()
             if roll < self.spec.fail_rate:
                 tree.emit("fail", None, f"bolt-{depth}", at)
+                tree.edge(edge, depth, "failed")
                 continue
             kids = self.children(depth)
             ack_value = edge
@@ -136,7 +156,9 @@ class _Simulator:
                 ack_value ^= kid
             frontier.extend((kid, depth + 1, at) for kid in kids)
             if roll < self.spec.fail_rate + self.spec.lost_ack_rate:
+                tree.edge(edge, depth, "lost")
                 continue
+            tree.edge(edge, depth, "acked")
             event = tree.emit("ack", ack_value, f"bolt-{depth}", at)
             if not kids:
                 leaves.append((edge, event))
@@ -156,12 +178,16 @@ class _Simulator:
             roll = self.rng.random()
             if roll < self.spec.fail_rate:
                 tree.emit("fail", None, f"bolt-{depth}", at)
+                tree.edge(tuple_id, depth, "failed")
                 continue
             for kid in self.children(depth):
                 tree.emit("anchor", kid, f"bolt-{depth}", at)
                 frontier.append((kid, depth + 1, at))
             if roll >= self.spec.fail_rate + self.spec.lost_ack_rate:
+                tree.edge(tuple_id, depth, "acked")
                 tree.emit("ack", tuple_id, f"bolt-{depth}", self.later(at))
+            else:
+                tree.edge(tuple_id, depth, "lost")
 
     def join(
         self, first: tuple[_Tree, tuple[int, Event]], second: tuple[_Tree, tuple[int, Event]]
@@ -174,8 +200,11 @@ class _Simulator:
             index = tree.events.index(leaf)
             tree.events[index] = replace(leaf, xor_value=(leaf.xor_value or 0) ^ joined)
             at = max(at, leaf.event_time or at)
-        for tree, _ in (first, second):
+        for tree, (_, leaf) in (first, second):
             tree.emit("ack", joined, "aggregator", self.later(at))
+            tree.edges.append(
+                Edge(tree.anchor_id, joined, leaf.component or "", "aggregator", "acked")
+            )
 
     def deliver(self, tree: _Tree) -> list[Event]:
         """Apply delivery faults: duplicates (same or next batch), a late init, straddling."""
@@ -204,6 +233,22 @@ def generate_workload(spec: WorkloadSpec) -> list[Event]:
     Example: ``events = generate_workload(WorkloadSpec(trees=200, seed=7))``.
     """
     sim = _Simulator(spec)
+    trees = _grow_trees(sim)
+    events = [event for tree in trees for event in sim.deliver(tree)]
+    return sorted(events, key=lambda e: (e.batch, e.event_time or datetime.min))
+
+
+def generate_edges(spec: WorkloadSpec) -> list[Edge]:
+    """The tuples of the trees ``generate_workload(spec)`` generates, with their fates: what
+    the events alone cannot show, such as which tuple of a timed-out tree was never acked.
+
+    Example: ``lost = [e for e in generate_edges(spec) if e.fate == "lost"]``.
+    """
+    return [edge for tree in _grow_trees(_Simulator(spec)) for edge in tree.edges]
+
+
+def _grow_trees(sim: _Simulator) -> list[_Tree]:
+    spec = sim.spec
     trees: list[_Tree] = []
     storm_leaves: list[tuple[_Tree, tuple[int, Event]]] = []
     for index in range(spec.trees):
@@ -233,5 +278,4 @@ def generate_workload(spec: WorkloadSpec) -> list[Event]:
                 else:
                     storm_leaves.append(candidate)
         trees.append(tree)
-    events = [event for tree in trees for event in sim.deliver(tree)]
-    return sorted(events, key=lambda e: (e.batch, e.event_time or datetime.min))
+    return trees
