@@ -39,6 +39,7 @@ VIEWS: dict[str, str] = {
     "stuck_trees": "create_stuck_trees_view",
     "replay_queue": "create_replay_queue_view",
     "tree_events": "create_tree_events_view",
+    "pending_history": "create_pending_history_view",
 }
 
 _PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
