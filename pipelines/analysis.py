@@ -100,14 +100,16 @@ def explain_tree(events: pd.DataFrame, reason: str | None, unacked: pd.DataFrame
     last = events.iloc[-1]
     checksum = int(last["running_checksum"]) & 0xFFFF_FFFF_FFFF_FFFF  # shown unsigned, as hex
     redelivered = int(events["is_redelivery"].sum())
-    noted = f"; {redelivered} re-delivered events were dropped" if redelivered else ""
+    noted = f"; {_counted(redelivered, 're-delivered event')} dropped" if redelivered else ""
     unacked_note = ""
     if unacked is not None and len(unacked):
         where = ", ".join(sorted(set(unacked["processed_by"])))
         kinds = ", ".join(sorted(set(unacked["fate"])))
-        unacked_note = f"; {len(unacked)} tuples never acked ({kinds}, at {where})"
+        unacked_note = f"; {_counted(len(unacked), 'tuple')} never acked ({kinds}, at {where})"
     if reason is None:
-        return f"still pending: checksum {checksum:#x} after {len(events)} events{noted}"
+        return (
+            f"still pending: checksum {checksum:#x} after {_counted(len(events), 'event')}{noted}"
+        )
     if reason == "acked":
         return f"completed: every tuple was acked, the checksum reached 0{noted}"
     if reason == "fail":
@@ -120,8 +122,13 @@ def explain_tree(events: pd.DataFrame, reason: str | None, unacked: pd.DataFrame
     if reason == "overflow":
         return "failed: the capacity guard refused it, pending was full (max_pending)"
     if reason == "no_init":
-        return f"expired: its init never arrived; {len(events)} events waited for it{noted}"
+        waited = _counted(len(events), "event")
+        return f"expired: its init never arrived; {waited} waited for it{noted}"
     return (
         f"expired: the checksum was still {checksum:#x} when it timed out, so some tuple was "
         f"never acked{unacked_note}; last event at {last['event_time']}{noted}"
     )
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -69,7 +69,7 @@ def test_investigate_tree_explains_a_timed_out_tree_with_its_lost_tuples(warehou
     assert_every_plot_drawn(book)
     explanation = printed(book.cells[-1])
     assert explanation.startswith("expired: the checksum was still 0x"), explanation
-    assert "tuples never acked (lost" in explanation, explanation
+    assert "never acked (lost" in explanation, explanation
 
 
 def test_operations_dashboard_draws_every_panel(warehouse: str) -> None:

@@ -178,6 +178,20 @@ def test_tree_events_show_the_running_checksum_and_redeliveries(history: Any) ->
     assert_view(events, expected, ordered=True)
 
 
+def test_pending_history_rebuilds_the_pending_size_per_epoch(history: Any) -> None:
+    acker, _ = history
+    pending = acker.table("pending_history")
+    expected = rows(
+        acker.spark,
+        pending,
+        # epoch, batches, admitted, resolved, expired timeout, expired no_init, pending at end
+        (0, 1, 2, 0, 0, 0, 2),  # E and F wait
+        (1, 1, 1, 0, 0, 0, 3),  # H joins; D resolves inside its batch, G overflows
+        (2, 0, 0, 0, 1, 1, 1),  # the tick expires E (timeout) and F (no_init)
+    )
+    assert_view(pending, expected, ordered=True)
+
+
 def test_reference_page_matches_the_ddl(history: Any) -> None:
     acker, _ = history
     rendered = render_reference(acker.spark, acker.config)
