@@ -7,6 +7,7 @@ test checks it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,12 @@ from pipelines.session import build_session
 from pipelines.workload import Edge
 
 __all__ = ["TreeStory", "explain_tree", "open_warehouse", "read_view", "tree_story"]
+
+# PySpark 4.2 warns on every toPandas under pandas 3; the pinned pair is tested together, and the
+# warning would otherwise follow every table a notebook shows.
+warnings.filterwarnings(
+    "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+)
 
 
 def open_warehouse(
@@ -73,10 +80,11 @@ def tree_story(
         anchor=anchor_id,
     )
     resolved = outcome.iloc[-1] if len(outcome) else None
-    unacked = None
-    if edges is not None:
+    tree_edges = [edge for edge in edges or [] if edge.anchor_id == anchor_id]
+    unacked = None  # unknown, unless the simulator generated this tree
+    if tree_edges:
         unacked = pd.DataFrame(
-            [vars(e) for e in edges if e.anchor_id == anchor_id and e.fate != "acked"],
+            [vars(edge) for edge in tree_edges if edge.fate != "acked"],
             columns=["anchor_id", "edge_id", "emitted_by", "processed_by", "fate"],
         )
     return TreeStory(
