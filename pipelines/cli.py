@@ -131,8 +131,9 @@ def _headline(status: Any) -> str:
             "(select * from latency)"
         )
     if status.oldest_pending_epochs is not None:
+        age = status.oldest_pending_epochs
         lines.append(
-            f"oldest pending tree {status.oldest_pending_epochs} epochs old "
+            f"oldest pending tree {age} epoch{'' if age == 1 else 's'} old "
             "(select * from stuck_trees)"
         )
     return "".join(f"  {line}\n" for line in lines)

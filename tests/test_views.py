@@ -12,10 +12,12 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
+from pipelines import jobs
+from pipelines.cli import main
 from pipelines.reference import render_reference
 from pipelines.sql import TABLES, VIEWS
 from pipelines.tables import create_tables
-from tests.acker_harness import BASE_TIME, Harness, ack, at, fail, init
+from tests.acker_harness import BASE_TIME, Harness, ack, at, fail, init, write_conf
 from tests.conftest import make_config
 
 A, B, C, D, E, F, G, H = 11, 12, 13, 14, 15, 16, 17, 18
@@ -190,6 +192,21 @@ def test_pending_history_rebuilds_the_pending_size_per_epoch(history: Any) -> No
         (2, 0, 0, 0, 1, 1, 1),  # the tick expires E (timeout) and F (no_init)
     )
     assert_view(pending, expected, ordered=True)
+
+
+def test_status_headline_names_latency_replay_queue_and_oldest_pending(
+    history: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    acker, _ = history
+    status = jobs.status(acker.spark, acker.config)
+    # completed latencies 50, 300 and 400 ms; E, G and C to replay; H stamped one epoch ago
+    assert (status.latency_p50_ms, status.latency_p99_ms) == (300, 400)
+    assert (status.replay_queue, status.oldest_pending_epochs) == (3, 1)
+    assert main(["status", "--conf", str(write_conf(acker.config, tmp_path / "acker.toml"))]) == 0
+    printed = capsys.readouterr().out
+    assert "  replay queue 3 trees (select * from replay_queue)\n" in printed
+    assert "  latency p50 300 ms, p99 400 ms (select * from latency)\n" in printed
+    assert "  oldest pending tree 1 epoch old (select * from stuck_trees)\n" in printed
 
 
 def test_reference_page_matches_the_ddl(history: Any) -> None:
