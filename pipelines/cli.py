@@ -1,4 +1,4 @@
-"""The ``acker`` command line: init, ingest, run, tick, status, sql, demo.
+"""The ``acker`` command line: init, ingest, run, tick, status, sql, demo, maintain.
 
 Every verb takes ``--conf FILE`` and ``--warehouse DIR``. Exit code 0 on success; on failure a
 one-line reason on stderr and a non-zero code (2 for bad usage or config, 1 otherwise).
@@ -21,7 +21,7 @@ from pipelines.lock import writer_lock
 
 __all__ = ["main"]
 
-_WRITERS = {"init", "run", "tick", "demo"}
+_WRITERS = {"init", "run", "tick", "demo", "maintain"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--limit", type=int, default=1000, help="rows to print at most (table format)")
     verbs.add_parser(
         "demo", parents=[common], help="generate a workload, process it, print a summary"
+    )
+    verbs.add_parser(
+        "maintain", parents=[common], help="compact small files (OPTIMIZE), drop old ones (VACUUM)"
     )
     return parser
 
@@ -187,6 +190,12 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         _print_rows(df.columns, rows, args.format)
     elif args.verb == "demo":
         print(_summary(config, jobs.demo(spark, config)))
+    elif args.verb == "maintain":
+        for table in jobs.maintain(spark, config):
+            print(
+                f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
+                f"now {table.files} files, {table.bytes} bytes"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ __all__ = [
     "AckerSettings",
     "Config",
     "ConfigError",
+    "MaintainSettings",
     "SparkSettings",
     "WarehouseSettings",
     "check_identifier",
@@ -66,6 +67,15 @@ class WarehouseSettings:
 
 
 @dataclass(frozen=True)
+class MaintainSettings:
+    """Section ``[maintain]``: what ``acker maintain`` keeps of old table files."""
+
+    # Delta's own floor: a shorter retention is refused unless
+    # spark.databricks.delta.retentionDurationCheck.enabled is false in [spark.conf].
+    vacuum_retain_hours: float = 168.0
+
+
+@dataclass(frozen=True)
 class SparkSettings:
     """Section ``[spark]``: the session. ``conf`` holds extra Spark settings verbatim."""
 
@@ -83,6 +93,7 @@ class Config:
 
     acker: AckerSettings = field(default_factory=AckerSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
+    maintain: MaintainSettings = field(default_factory=MaintainSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
 
     def qualified(self, table: str) -> str:
@@ -186,6 +197,15 @@ def _parse_warehouse(raw: dict[str, Any]) -> WarehouseSettings:
     return settings
 
 
+def _parse_maintain(raw: dict[str, Any]) -> MaintainSettings:
+    d = MaintainSettings()
+    _check_keys("maintain", raw, set(MaintainSettings.__dataclass_fields__))
+    hours = _take("maintain", raw, "vacuum_retain_hours", float, d.vacuum_retain_hours)
+    if hours < 0:
+        raise ConfigError(f"maintain.vacuum_retain_hours = {hours}: must be >= 0")
+    return MaintainSettings(vacuum_retain_hours=hours)
+
+
 def _parse_spark(raw: dict[str, Any]) -> SparkSettings:
     d = SparkSettings()
     _check_keys("spark", raw, set(SparkSettings.__dataclass_fields__))
@@ -216,10 +236,11 @@ def _spark_value(value: object) -> str:
 
 def parse_config(raw: dict[str, Any]) -> Config:
     """Validate a parsed TOML document and build the configuration."""
-    _check_keys("(top level)", raw, {"acker", "warehouse", "spark"})
+    _check_keys("(top level)", raw, {"acker", "warehouse", "maintain", "spark"})
     return Config(
         acker=_parse_acker(_section(raw, "acker")),
         warehouse=_parse_warehouse(_section(raw, "warehouse")),
+        maintain=_parse_maintain(_section(raw, "maintain")),
         spark=_parse_spark(_section(raw, "spark")),
     )
 

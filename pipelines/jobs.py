@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -20,7 +21,7 @@ from pipelines.engine import TickResult, process_batch, read_position
 from pipelines.errors import AckerError
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
-from pipelines.sql import run_sql
+from pipelines.sql import TABLES, run_sql
 from pipelines.tables import attach_tables, create_tables, missing_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -30,11 +31,13 @@ __all__ = [
     "IngestReport",
     "RunReport",
     "Status",
+    "TableMaintenance",
     "append_events",
     "demo",
     "due_ticks",
     "ingest",
     "init",
+    "maintain",
     "open_tables",
     "run",
     "status",
@@ -237,6 +240,43 @@ def status(spark: SparkSession, config: Config) -> Status:
         replay_queue=headline["replay_queue"],
         oldest_pending_epochs=headline["oldest_pending_epochs"],
     )
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What ``acker maintain`` did to one table: files compacted, and its size after."""
+
+    table: str
+    files_removed: int
+    files_added: int
+    files: int
+    bytes: int
+
+
+def maintain(spark: SparkSession, config: Config) -> list[TableMaintenance]:
+    """Compact every table's small files (OPTIMIZE), then delete files no version younger than
+    ``maintain.vacuum_retain_hours`` needs (VACUUM). Holds the writer lock, so no batch runs
+    meanwhile; readers of older versions within the retention are unaffected."""
+    with writer_lock(config, "maintain"):
+        open_tables(spark, config)
+        done = []
+        for table in TABLES:
+            delta = DeltaTable.forName(spark, config.qualified(table))
+            compaction = delta.optimize().executeCompaction().first()
+            metrics = compaction["metrics"] if compaction is not None else None
+            delta.vacuum(config.maintain.vacuum_retain_hours)
+            detail = delta.detail().first()
+            assert detail is not None  # DESCRIBE DETAIL returns one row per table
+            done.append(
+                TableMaintenance(
+                    table=table,
+                    files_removed=int(metrics["numFilesRemoved"]) if metrics else 0,
+                    files_added=int(metrics["numFilesAdded"]) if metrics else 0,
+                    files=int(detail["numFiles"]),
+                    bytes=int(detail["sizeInBytes"]),
+                )
+            )
+        return done
 
 
 def demo(spark: SparkSession, config: Config, spec: WorkloadSpec | None = None) -> Status:

@@ -56,6 +56,8 @@ def write_conf(config: Config, path: Path) -> Path:
         "[warehouse]",
         f'path = "{config.warehouse.path}"',
         f'schema = "{config.warehouse.schema}"',
+        "[maintain]",
+        f"vacuum_retain_hours = {config.maintain.vacuum_retain_hours!r}",
         "[spark.conf]",
     ]
     lines += [f'"{k}" = "{v}"' for k, v in config.spark.conf.items()]

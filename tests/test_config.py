@@ -47,6 +47,8 @@ def test_warehouse_option_overrides_the_file(tmp_path: Path) -> None:
         ({"warehouse": {"path": " "}}, "warehouse.path = ' '"),
         ({"warehouse": {"catalog": "main.x"}}, "warehouse.catalog = 'main.x'"),
         ({"spark": {"delta_jars": "maybe"}}, "spark.delta_jars = 'maybe'"),
+        ({"maintain": {"vacuum_retain_hours": -1}}, "maintain.vacuum_retain_hours = -1.0"),
+        ({"maintain": {"retain": 1}}, "maintain.retain: unknown key"),
         ({"sparks": {}}, "(top level).sparks: unknown key"),
         ({"acker": 3}, "[acker]: must be a table"),
     ],
