@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--conf", metavar="FILE", help="TOML config (default: embedded local)")
     common.add_argument("--warehouse", metavar="DIR", help="override warehouse.path")
+    common.add_argument("--catalog", metavar="NAME", help="override warehouse.catalog")
+    common.add_argument("--schema", metavar="NAME", help="override warehouse.schema")
     parser = argparse.ArgumentParser(
         prog="acker",
         description="Storm's XOR tuple-tree acker as micro-batches on Spark and Delta Lake.",
@@ -202,7 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acker`` console script."""
     args = _parser().parse_args(argv)
     try:
-        config = load_config(args.conf, warehouse=args.warehouse)
+        config = load_config(
+            args.conf, warehouse=args.warehouse, catalog=args.catalog, schema=args.schema
+        )
         # Writers take the lock before Spark starts, so a second writer is refused at once.
         with writer_lock(config, args.verb) if args.verb in _WRITERS else nullcontext():
             _dispatch(args, config)

@@ -112,11 +112,7 @@ class Config:
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.warehouse_path / "_checkpoints" / self.warehouse.schema / "run"
-
-    def with_warehouse(self, path: str | Path) -> Config:
-        """A copy pointing at another warehouse folder (the ``--warehouse`` option)."""
-        return replace(self, warehouse=replace(self.warehouse, path=str(path)))
+        return self.warehouse_path / "_checkpoints" / self.qualified_schema / "run"
 
 
 def _take(section: str, raw: dict[str, Any], key: str, kind: type, default: Any) -> Any:
@@ -245,8 +241,15 @@ def parse_config(raw: dict[str, Any]) -> Config:
     )
 
 
-def load_config(path: str | Path | None = None, warehouse: str | Path | None = None) -> Config:
+def load_config(
+    path: str | Path | None = None,
+    warehouse: str | Path | None = None,
+    catalog: str | None = None,
+    schema: str | None = None,
+) -> Config:
     """Load and validate a TOML config file; ``None`` gives the embedded local default.
+    ``warehouse``, ``catalog`` and ``schema`` override the file's ``[warehouse]`` values (the
+    CLI's ``--warehouse``, ``--catalog`` and ``--schema``; a scheduler's variables).
 
     Example: ``load_config("conf/local.toml", warehouse="/tmp/wh")``.
     """
@@ -263,4 +266,14 @@ def load_config(path: str | Path | None = None, warehouse: str | Path | None = N
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"--conf {file}: not valid TOML ({error})") from None
         config = parse_config(raw)
-    return config.with_warehouse(warehouse) if warehouse is not None else config
+    if catalog is not None:
+        check_identifier("--catalog", catalog)
+    if schema is not None:
+        check_identifier("--schema", schema)
+    names = replace(
+        config.warehouse,
+        path=str(warehouse) if warehouse is not None else config.warehouse.path,
+        catalog=catalog if catalog is not None else config.warehouse.catalog,
+        schema=schema if schema is not None else config.warehouse.schema,
+    )
+    return replace(config, warehouse=names)

@@ -25,6 +25,21 @@ def test_warehouse_option_overrides_the_file(tmp_path: Path) -> None:
     assert config.warehouse_path == tmp_path.resolve()
 
 
+def test_catalog_and_schema_options_override_the_file() -> None:
+    config = load_config(CONF / "databricks.example.toml", catalog="prod", schema="acker_eu")
+    assert (config.warehouse.catalog, config.qualified("completed")) == (
+        "prod",
+        "prod.acker_eu.completed",
+    )
+    assert load_config(CONF / "databricks.example.toml").warehouse.catalog == "main"
+
+
+@pytest.mark.parametrize(("option", "value"), [("catalog", "main;drop"), ("schema", "a.b")])
+def test_catalog_and_schema_options_are_checked_as_identifiers(option: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"--{option} = '{value}': must be a plain identifier"):
+        load_config(None, **{option: value})
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
