@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from pipelines.config import Config, ConfigError, load_config
@@ -45,8 +48,26 @@ def _parser() -> argparse.ArgumentParser:
         choices=("jsonl", "csv", "parquet"),
         help="read every file in this format, whatever its extension",
     )
-    verbs.add_parser(
+    run = verbs.add_parser(
         "run", parents=[common], help="process every available event, then tick on the clock"
+    )
+    run.add_argument(
+        "--continuous",
+        action="store_true",
+        help="keep running: a micro-batch whenever events arrive, ticks on the clock; "
+        "SIGTERM or Ctrl-C stops it cleanly",
+    )
+    run.add_argument(
+        "--trigger-interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="with --continuous: seconds between checks for new events (default 5)",
+    )
+    run.add_argument(
+        "--log-json",
+        action="store_true",
+        help="log each micro-batch and tick as one JSON line on stderr (default: a plain line)",
     )
     tick = verbs.add_parser("tick", parents=[common], help="advance the epoch N times (default 1)")
     tick.add_argument("count", nargs="?", type=int, default=1, metavar="N")
@@ -144,6 +165,26 @@ def _headline(status: Any) -> str:
     return "".join(f"  {line}\n" for line in lines)
 
 
+def _log_progress(result: Any, as_json: bool) -> None:
+    """One line on stderr per committed micro-batch or tick: what it did and how long it took."""
+    from pipelines.engine import BatchResult
+
+    if as_json:
+        kind = "batch" if isinstance(result, BatchResult) else "tick"
+        fields = {"event": kind, **{k: _plain(v) for k, v in vars(result).items()}}
+        line = json.dumps(fields)
+    elif isinstance(result, BatchResult):
+        resolved = (result.completed or 0) + (result.failed or 0)
+        line = (
+            f"batch {result.batch_id}: {result.events_in} events, {resolved} trees resolved, "
+            f"{(result.duration_ms or 0) / 1000:.1f} s"
+        )
+    else:
+        expired = result.expired_timeout + result.expired_no_init
+        line = f"tick to epoch {result.epoch}: {expired} trees expired"
+    print(line, file=sys.stderr, flush=True)
+
+
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
     from pipelines.session import build_session
@@ -170,7 +211,16 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             f"{ingested.skipped_files} files already ingested, skipped"
         )
     elif args.verb == "run":
-        report = jobs.run(spark, config)
+        progress = partial(_log_progress, as_json=args.log_json)
+        if args.continuous:
+            if args.trigger_interval <= 0:
+                raise ConfigError(f"--trigger-interval = {args.trigger_interval}: must be > 0")
+            stop = threading.Event()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: stop.set())
+            report = jobs.run_continuously(spark, config, stop, args.trigger_interval, progress)
+        else:
+            report = jobs.run(spark, config, progress)
         print(
             f"processed {report.batches} micro-batches, {report.events_in} events: "
             f"{report.completed} completed, {report.failed} failed; {len(report.ticks)} ticks"

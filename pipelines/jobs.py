@@ -6,7 +6,8 @@ Each takes ``spark`` first and a validated :class:`~pipelines.config.Config`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,10 +15,11 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import engine
 from pipelines.config import Config
-from pipelines.engine import TickResult, process_batch, read_position
+from pipelines.engine import BatchResult, TickResult, process_batch, read_position
 from pipelines.errors import AckerError
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
@@ -29,8 +31,10 @@ __all__ = [
     "ACK_EVENTS_SCHEMA",
     "AckerError",
     "IngestReport",
+    "Progress",
     "RunReport",
     "Status",
+    "StopRequested",
     "TableMaintenance",
     "append_events",
     "demo",
@@ -40,6 +44,7 @@ __all__ = [
     "maintain",
     "open_tables",
     "run",
+    "run_continuously",
     "status",
     "tick",
 ]
@@ -103,28 +108,51 @@ def append_events(spark: SparkSession, config: Config, events: Iterable[Event]) 
     return len(rows)
 
 
-def _process_available(spark: SparkSession, config: Config) -> None:
+Progress = Callable[[BatchResult | TickResult], None]
+
+
+class StopRequested(Exception):
+    """Raised inside a micro-batch that arrives after a stop was requested: it writes nothing,
+    and the stream replays it on the next start."""
+
+
+def _start_stream(
+    spark: SparkSession,
+    config: Config,
+    apply: Callable[[DataFrame, int], None],
+    trigger: dict[str, Any],
+) -> tuple[StreamingQuery, list[AckerError]]:
+    """Start the stream over ``ack_events``; return it and the list its refusals land in."""
     events = (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", config.acker.max_files_per_batch)
         .table(config.qualified("ack_events"))
     )
-
     refusals: list[AckerError] = []
 
     def apply_batch(batch: DataFrame, batch_id: int) -> None:
         try:
-            process_batch(batch.sparkSession, config, batch, batch_id)
+            apply(batch, batch_id)
         except AckerError as refusal:
             refusals.append(refusal)
             raise
 
     query = (
         events.writeStream.foreachBatch(apply_batch)
-        .trigger(availableNow=True)
+        .trigger(**trigger)
         .option("checkpointLocation", str(config.checkpoint_path))
         .start()
     )
+    return query, refusals
+
+
+def _process_available(spark: SparkSession, config: Config, progress: Progress | None) -> None:
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        result = process_batch(batch.sparkSession, config, batch, batch_id)
+        if result is not None and progress is not None:
+            progress(result)
+
+    query, refusals = _start_stream(spark, config, apply, {"availableNow": True})
     try:
         query.awaitTermination()
     except Exception:
@@ -166,21 +194,83 @@ def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) 
     return max(0, target - read_position(spark, config).epoch)
 
 
-def run(spark: SparkSession, config: Config) -> RunReport:
+def _tick(
+    spark: SparkSession, config: Config, count: int, progress: Progress | None
+) -> list[TickResult]:
+    results = engine.tick(spark, config, count, clock=config.acker.clock)
+    for result in results:
+        if progress is not None:
+            progress(result)
+    return results
+
+
+def run(spark: SparkSession, config: Config, progress: Progress | None = None) -> RunReport:
     """Process every available event as micro-batches, then tick as the clock says.
 
     Holds the writer lock throughout. Work a crash left half-done is finished first: an
     interrupted tick here, an interrupted micro-batch by the stream, which replays it.
+    ``progress`` hears of every micro-batch and tick as it commits.
     """
     with writer_lock(config, "run"):
         open_tables(spark, config)
         position = read_position(spark, config)
         finished = []
         if position.unfinished_tick is not None:
-            finished = engine.tick(spark, config, 1, clock=config.acker.clock)
-        _process_available(spark, config)
-        ticks = engine.tick(spark, config, due_ticks(spark, config), clock=config.acker.clock)
+            finished = _tick(spark, config, 1, progress)
+        _process_available(spark, config, progress)
+        ticks = _tick(spark, config, due_ticks(spark, config), progress)
         return _run_report(spark, config, position.last_batch_id, finished + ticks)
+
+
+def run_continuously(
+    spark: SparkSession,
+    config: Config,
+    stop: threading.Event,
+    trigger_interval_s: float,
+    progress: Progress | None = None,
+) -> RunReport:
+    """Keep the stream running, a micro-batch every ``trigger_interval_s`` when events have
+    arrived, and tick on the clock even when none arrive, until ``stop`` is set.
+
+    A micro-batch and a tick never overlap. On stop, the micro-batch in progress finishes and
+    commits; one that starts later raises :class:`StopRequested` before writing anything, so
+    the next run replays it. Nothing is lost or applied twice.
+    """
+    with writer_lock(config, "run"):
+        open_tables(spark, config)
+        position = read_position(spark, config)
+        work = threading.Lock()
+        ticks: list[TickResult] = []
+        if position.unfinished_tick is not None:
+            ticks += _tick(spark, config, 1, progress)
+
+        def apply(batch: DataFrame, batch_id: int) -> None:
+            with work:
+                if stop.is_set():
+                    raise StopRequested(f"micro-batch {batch_id} left for the next run")
+                result = process_batch(batch.sparkSession, config, batch, batch_id)
+            if result is not None and progress is not None:
+                progress(result)
+
+        trigger = {"processingTime": f"{trigger_interval_s} seconds"}
+        query, refusals = _start_stream(spark, config, apply, trigger)
+        try:
+            while not stop.wait(timeout=min(1.0, trigger_interval_s)):
+                if not query.isActive:
+                    break
+                with work:
+                    ticks += _tick(spark, config, due_ticks(spark, config), progress)
+        finally:
+            stop.set()
+            with work:  # the micro-batch in progress, if any, commits first
+                pass
+            query.stop()
+        failure = query.exception()
+        if refusals:
+            raise refusals[0]
+        if failure is not None and "StopRequested" not in str(failure):
+            raise AckerError(f"the stream failed: {str(failure).splitlines()[0]}")
+        return _run_report(spark, config, position.last_batch_id, ticks)
 
 
 def _run_report(
