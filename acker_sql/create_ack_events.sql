@@ -2,6 +2,8 @@
 -- What: the input table, one row per acker message (Storm __ack_* streams or FsShelter messages).
 -- Who runs it: `acker init` (pipelines.tables.create_tables).
 -- Parameters: :table, the qualified table name.
+-- Invariants: append-only; the acker never updates or deletes a row (acker maintain only
+--             compacts files).
 -- Columns are nullable on purpose: rows that break the contract (null anchor_id, unknown
 -- event_type, ...) are quarantined by the pipeline instead of failing the writer.
 create table if not exists identifier(:table) (

@@ -2,6 +2,8 @@
 -- What: events that arrived for a tree already resolved within the tombstone window; they change nothing.
 -- Who runs it: `acker init`.
 -- Parameters: :table.
+-- Invariants: every anchor_id is in completed, failed or expired, resolved by
+--             outcome_batch_id <= batch_id; a late event never changes an outcome.
 create table if not exists identifier(:table) (
     anchor_id        bigint    comment 'the tuple tree''s root id',
     event_type       string    comment 'init | ack | anchor | fail | reset',

@@ -2,6 +2,7 @@
 -- What: rows that break the input contract, kept whole with the reason; nothing is dropped.
 -- Who runs it: `acker init`.
 -- Parameters: :table.
+-- Invariants: reason is never null; batch_id is null exactly for rows acker ingest quarantined.
 create table if not exists identifier(:table) (
     raw            string    comment 'the row as read: the file''s line (JSON Lines, CSV), the Parquet row or the ack_events row as JSON',
     reason         string    comment 'unparsable_row | invalid_<column> (ingest only) | null_anchor_id | zero_anchor_id | unknown_event_type | null_xor_value | zero_xor_value | init_without_spout_task | null_event_time',

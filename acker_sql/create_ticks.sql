@@ -2,6 +2,7 @@
 -- What: one row per tick; the current epoch is the largest epoch here (0 before the first tick).
 -- Who runs it: `acker init`.
 -- Parameters: :table.
+-- Invariants: one row per epoch, epochs 1, 2, 3, ... without gaps.
 create table if not exists identifier(:table) (
     epoch           bigint    comment 'the epoch this tick made current',
     ticked_at       timestamp comment 'wall-clock time of the tick',

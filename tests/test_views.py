@@ -209,6 +209,18 @@ def test_status_headline_names_latency_replay_queue_and_oldest_pending(
     assert "  oldest pending tree 1 epoch old (select * from stuck_trees)\n" in printed
 
 
+def test_documented_invariants_hold_on_the_history(history: Any) -> None:
+    acker, _ = history
+    assert [row["epoch"] for row in acker.table("ticks").orderBy("epoch").collect()] == [1, 2]
+    late = acker.table("late_events").collect()
+    resolved = {row["anchor_id"]: row for row in acker.table("outcomes").collect()}
+    assert sorted(row["anchor_id"] for row in late) == [A, C]
+    assert all(row["outcome_batch_id"] <= row["batch_id"] for row in late)
+    assert all(row["outcome"] == resolved[row["anchor_id"]]["outcome"] for row in late)
+    summary = acker.table("outcome_summary").agg({"late_events": "sum"}).first()
+    assert summary is not None and summary[0] == len(late)
+
+
 def test_reference_page_matches_the_ddl(history: Any) -> None:
     acker, _ = history
     rendered = render_reference(acker.spark, acker.config)
