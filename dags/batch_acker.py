@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta
+from typing import Any
 
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG, Param
@@ -39,40 +40,42 @@ _CONF_ENV = {"ACKER_CONF": "{{ params.conf }}"}
 _CONF_OPTION = '${ACKER_CONF:+--conf "$ACKER_CONF"}'
 _START = datetime(2026, 1, 1)
 
-with DAG(
-    dag_id=DAG_ID,
-    description="Process newly arrived ack events and tick the acker's clock",
-    schedule=timedelta(minutes=5),
-    start_date=_START,
-    catchup=False,
-    max_active_runs=1,
-    params=_PARAMS,
-    tags=["batch-acker"],
-) as run_dag:
-    BashOperator(
-        task_id="acker_run",
-        bash_command=f"acker run {_CONF_OPTION}",
-        env=_CONF_ENV,
-        append_env=True,
-        execution_timeout=timedelta(hours=1),
-    )
 
-with DAG(
-    dag_id=MAINTAIN_DAG_ID,
-    description="Compact and vacuum the acker's Delta tables",
-    schedule="@daily",
-    start_date=_START,
-    catchup=False,
-    max_active_runs=1,
-    params=_PARAMS,
-    tags=["batch-acker"],
-) as maintain_dag:
-    BashOperator(
-        task_id="acker_maintain",
-        bash_command=f"acker maintain {_CONF_OPTION}",
-        env=_CONF_ENV,
-        append_env=True,
-        retries=6,
-        retry_delay=timedelta(minutes=10),
-        execution_timeout=timedelta(hours=2),
-    )
+def _acker_dag(dag_id: str, description: str, schedule: object, verb: str, **task: Any) -> DAG:
+    """One DAG, one run at a time, no catch-up, whose single task runs ``acker <verb>``."""
+    with DAG(
+        dag_id=dag_id,
+        description=description,
+        schedule=schedule,
+        start_date=_START,
+        catchup=False,
+        max_active_runs=1,
+        params=_PARAMS,
+        tags=["batch-acker"],
+    ) as dag:
+        BashOperator(
+            task_id=f"acker_{verb}",
+            bash_command=f"acker {verb} {_CONF_OPTION}",
+            env=_CONF_ENV,
+            append_env=True,
+            **task,
+        )
+    return dag
+
+
+run_dag = _acker_dag(
+    DAG_ID,
+    "Process newly arrived ack events and tick the acker's clock",
+    timedelta(minutes=5),
+    "run",
+    execution_timeout=timedelta(hours=1),
+)
+maintain_dag = _acker_dag(
+    MAINTAIN_DAG_ID,
+    "Compact and vacuum the acker's Delta tables",
+    "@daily",
+    "maintain",
+    retries=6,
+    retry_delay=timedelta(minutes=10),
+    execution_timeout=timedelta(hours=2),
+)
