@@ -80,6 +80,7 @@ def tree_story(
         anchor=anchor_id,
     )
     resolved = outcome.iloc[-1] if len(outcome) else None
+    reason = None if resolved is None else resolved["reason"]
     tree_edges = [edge for edge in edges or [] if edge.anchor_id == anchor_id]
     unacked = None  # unknown, unless the simulator generated this tree
     if tree_edges:
@@ -91,13 +92,9 @@ def tree_story(
         anchor_id=anchor_id,
         events=events,
         outcome=None if resolved is None else resolved["outcome"],
-        reason=None if resolved is None else resolved["reason"],
+        reason=reason,
         unacked_edges=unacked,
-        explanation=explain_tree(
-            events,
-            None if resolved is None else resolved["reason"],
-            unacked,
-        ),
+        explanation=explain_tree(events, reason, unacked),
     )
 
 

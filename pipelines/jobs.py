@@ -19,7 +19,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import engine
 from pipelines.config import Config
-from pipelines.engine import BatchResult, TickResult, process_batch, read_position
+from pipelines.engine import BatchResult, Position, TickResult, process_batch, read_position
 from pipelines.errors import AckerError
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
@@ -204,6 +204,17 @@ def _tick(
     return results
 
 
+def _resume(
+    spark: SparkSession, config: Config, progress: Progress | None
+) -> tuple[Position, list[TickResult]]:
+    """Attach the tables, read where the acker stands, and finish a tick a crash interrupted
+    (an interrupted micro-batch is finished by the stream, which replays it)."""
+    open_tables(spark, config)
+    position = read_position(spark, config)
+    finished = _tick(spark, config, 1, progress) if position.unfinished_tick is not None else []
+    return position, finished
+
+
 def run(spark: SparkSession, config: Config, progress: Progress | None = None) -> RunReport:
     """Process every available event as micro-batches, then tick as the clock says.
 
@@ -212,11 +223,7 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     ``progress`` hears of every micro-batch and tick as it commits.
     """
     with writer_lock(config, "run"):
-        open_tables(spark, config)
-        position = read_position(spark, config)
-        finished = []
-        if position.unfinished_tick is not None:
-            finished = _tick(spark, config, 1, progress)
+        position, finished = _resume(spark, config, progress)
         _process_available(spark, config, progress)
         ticks = _tick(spark, config, due_ticks(spark, config), progress)
         return _run_report(spark, config, position.last_batch_id, finished + ticks)
@@ -237,12 +244,8 @@ def run_continuously(
     the next run replays it. Nothing is lost or applied twice.
     """
     with writer_lock(config, "run"):
-        open_tables(spark, config)
-        position = read_position(spark, config)
+        position, ticks = _resume(spark, config, progress)
         work = threading.Lock()
-        ticks: list[TickResult] = []
-        if position.unfinished_tick is not None:
-            ticks += _tick(spark, config, 1, progress)
 
         def apply(batch: DataFrame, batch_id: int) -> None:
             with work:
