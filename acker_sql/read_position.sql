@@ -7,14 +7,13 @@
 -- Parameters: :ticks, :batches, :expired (tables).
 select
     (select coalesce(max(epoch), 0) from identifier(:ticks)) as epoch,
-    (
-        select coalesce(max(batch_id), -1)
-        from identifier(:batches)
-        where status = 'committed'
-    ) as last_batch_id,
-    (
-        select max(batch_id)
-        from identifier(:batches)
-        where status = 'started'
-    ) as started_batch_id,
+    batches.last_batch_id,
+    batches.started_batch_id,
     (select max(epoch) from identifier(:expired)) as last_expired_epoch
+from (
+    -- one scan of the batch log for both
+    select
+        coalesce(max(batch_id) filter (where status = 'committed'), -1) as last_batch_id,
+        max(batch_id) filter (where status = 'started') as started_batch_id
+    from identifier(:batches)
+) as batches

@@ -1,0 +1,528 @@
+"""Benchmarks of the acker's micro-batch, on this machine, in one run.
+
+Run ``./dev bench`` (the default sizes, about 15 minutes on 2 cores) or ``./dev bench --quick``
+(tiny sizes, to check that every measurement runs). Figures are printed as a table and saved as
+JSON and a PNG chart in ``--out`` (default ``benchmarks/results``).
+
+Events come from the project's workload simulator (Storm protocol, about 5 events per tree):
+batches up to 10^5 events are simulated directly; larger ones repeat a simulated template with
+fresh anchor ids, so every copy is a distinct, equally realistic set of tuple trees. Pending
+trees are seeded straight into the ``pending`` table. Each micro-batch is applied by
+:func:`pipelines.engine.process_batch`, the function ``acker run``'s stream calls.
+
+Measurements (issue targets in brackets):
+
+1. end-to-end events/s of a micro-batch over a large pending table      [>= 10^6 events/s]
+2. floor ratio: micro-batch time / bare ``bit_xor`` GROUP BY to Parquet  [<= 2]
+3. state scaling: one batch size against growing pending tables          [<= 1.3]
+4. small-batch latency: median and p95 of small micro-batches           [median <= 2 s]
+5. state size: bytes on disk per pending anchor after ``acker maintain`` [<= 40 B]
+6. peer: the same core logic in DuckDB on the same Parquet events, as a ratio to ours
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from pipelines import jobs
+from pipelines.config import Config, parse_config
+from pipelines.engine import process_batch
+from pipelines.session import build_session
+from pipelines.tables import create_tables
+from pipelines.workload import WorkloadSpec, generate_workload
+
+TEMPLATE_EVENTS = 100_000
+EVENTS_PER_TREE = 5  # what the simulator makes with max_fanout=3, max_depth=2, Storm protocol
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each measurement is."""
+
+    batch_events: tuple[int, ...]
+    main_pending: int
+    scaling_batch: int
+    scaling_pending: tuple[int, ...]
+    small_batch: int
+    small_runs: int
+
+
+DEFAULT_SIZES = Sizes(
+    batch_events=(10**5, 10**6, 10**7),
+    main_pending=10**7,
+    scaling_batch=10**6,
+    scaling_pending=(10**6, 5 * 10**6, 2 * 10**7),
+    small_batch=10**4,
+    small_runs=10,
+)
+QUICK_SIZES = Sizes(
+    batch_events=(10**3, 10**4),
+    main_pending=10**4,
+    scaling_batch=10**3,
+    scaling_pending=(10**3, 5 * 10**3),
+    small_batch=10**3,
+    small_runs=3,
+)
+
+
+@dataclass
+class Figures:
+    """Everything one run measured; saved as JSON."""
+
+    started_at: str
+    machine: dict[str, Any]
+    sizes: dict[str, Any]
+    end_to_end: list[dict[str, Any]] = field(default_factory=list)
+    state_scaling: list[dict[str, Any]] = field(default_factory=list)
+    small_batches: dict[str, Any] = field(default_factory=dict)
+    state_size: dict[str, Any] = field(default_factory=dict)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def stopwatch() -> Iterator[Callable[[], float]]:
+    """Measure the block's wall time; call the yielded function afterwards for seconds."""
+    started = time.perf_counter()
+    elapsed: list[float] = []
+    yield lambda: elapsed[0]
+    elapsed.append(time.perf_counter() - started)
+
+
+class Bench:
+    """One warehouse, one Spark session, one DuckDB database, and the event sets."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        self.spark = spark
+        self.root = root
+        self.events_dir = root / "events"
+        self.schemas = 0
+        self.duck = duckdb.connect(str(root / "peer.duckdb"))
+        self.duck.execute("set threads = 2")
+
+    # --- events -------------------------------------------------------------------------
+
+    def simulate(self, events: int, seed: int) -> Path:
+        """Simulated events (Storm protocol) written as one Parquet file."""
+        spec = WorkloadSpec(
+            trees=max(1, events // EVENTS_PER_TREE),
+            batches=1,
+            max_fanout=3,
+            max_depth=2,
+            fsshelter_share=0.0,
+            seed=seed,
+        )
+        rows = [event.row() for event in generate_workload(spec)]
+        columns = list(zip(*rows, strict=True))
+        names = [
+            "anchor_id",
+            "event_type",
+            "xor_value",
+            "spout_task",
+            "source_msg_id",
+            "component",
+            "event_time",
+            "event_id",
+        ]
+        table = pa.table(
+            {name: pa.array(column) for name, column in zip(names, columns, strict=True)}
+        ).cast(
+            pa.schema(
+                [
+                    ("anchor_id", pa.int64()),
+                    ("event_type", pa.string()),
+                    ("xor_value", pa.int64()),
+                    ("spout_task", pa.int32()),
+                    ("source_msg_id", pa.string()),
+                    ("component", pa.string()),
+                    ("event_time", pa.timestamp("us")),
+                    ("event_id", pa.string()),
+                ]
+            )
+        )
+        path = self.events_dir / f"simulated-{events}-{seed}"
+        path.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path / "part-0.parquet")
+        return path
+
+    def events(self, events: int, seed: int) -> tuple[Path, int]:
+        """A Parquet folder of about ``events`` events; return it and its exact row count."""
+        if events <= TEMPLATE_EVENTS:
+            path = self.simulate(events, seed)
+        else:
+            template = self.simulate(TEMPLATE_EVENTS, seed=0)
+            copies = math.ceil(events / self.spark.read.parquet(str(template)).count())
+            path = self.events_dir / f"repeated-{events}-{seed}"
+            copy_ids = self.spark.range(copies).withColumnRenamed("id", "copy")
+            fresh = F.xxhash64("anchor_id", "copy", F.lit(seed))
+            (
+                self.spark.read.parquet(str(template))
+                .crossJoin(copy_ids)
+                .select(
+                    F.when(F.col("anchor_id").isNull(), None)
+                    .when(fresh == 0, F.lit(1))
+                    .otherwise(fresh)
+                    .alias("anchor_id"),
+                    "event_type",
+                    "xor_value",
+                    "spout_task",
+                    F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
+                    "component",
+                    "event_time",
+                    F.concat_ws("-", "event_id", "copy").alias("event_id"),
+                )
+                .write.mode("overwrite")
+                .parquet(str(path))
+            )
+        return path, self.spark.read.parquet(str(path)).count()
+
+    # --- the acker --------------------------------------------------------------------
+
+    def new_acker(self, pending: int) -> Config:
+        """A fresh schema in the warehouse with ``pending`` trees waiting for their acks."""
+        self.schemas += 1
+        config = parse_config(
+            {
+                "warehouse": {"path": str(self.root / "warehouse"), "schema": f"b{self.schemas}"},
+                "spark": {"conf": dict(BENCH_SPARK_CONF)},
+            }
+        )
+        create_tables(self.spark, config)
+        with stopwatch() as took:
+            self.spark.range(pending).selectExpr(
+                "case when xxhash64(id, 'seed') = 0 then 1 else xxhash64(id, 'seed') end"
+                " as anchor_id",
+                "xxhash64(id, 'checksum') as checksum",
+                "true as has_init",
+                "false as failed",
+                "cast(id % 4 as int) as spout_task",
+                "concat('seed-', id) as source_msg_id",
+                "timestamp'2026-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 600)"
+                " as init_time",
+                "timestamp'2026-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 600)"
+                " as first_event_time",
+                "timestamp'2026-01-01 00:00:01' + make_interval(0, 0, 0, 0, 0, 0, id % 600)"
+                " as last_event_time",
+                "3L as event_count",
+                "0L as epoch",
+                "array(xxhash64(id, 'k1'), xxhash64(id, 'k2'), xxhash64(id, 'k3')) as applied_keys",
+                "-1L as batch_id",
+                "cast(null as string) as outcome",
+                "cast(null as struct<checksum: bigint, has_init: boolean, failed: boolean,"
+                " spout_task: int, source_msg_id: string, init_time: timestamp,"
+                " first_event_time: timestamp, last_event_time: timestamp, event_count: bigint,"
+                " epoch: bigint, applied_keys: array<bigint>>) as prev",
+            ).write.format("delta").mode("append").saveAsTable(config.qualified("pending"))
+        log(
+            f"seeded {pending:,} pending trees into {config.qualified('pending')} in {took():.1f} s"
+        )
+        return config
+
+    def micro_batch(self, config: Config, events: Path, batch_id: int) -> float:
+        """Apply one micro-batch as ``acker run`` does; return its wall time in seconds."""
+        batch = self.spark.read.parquet(str(events))
+        with stopwatch() as took:
+            result = process_batch(self.spark, config, batch, batch_id)
+        assert result is not None and result.events_in, f"batch {batch_id} applied nothing"
+        return took()
+
+    def floor(self, events: Path) -> float:
+        """The bare aggregate: ``bit_xor`` per anchor of the same events, written to Parquet."""
+        out = self.root / "floor"
+        with stopwatch() as took:
+            (
+                self.spark.read.parquet(str(events))
+                .groupBy("anchor_id")
+                .agg(F.bit_xor("xor_value").alias("checksum"))
+                .write.mode("overwrite")
+                .parquet(str(out))
+            )
+        return took()
+
+    # --- the peer ---------------------------------------------------------------------
+
+    def peer_seed(self, pending: int) -> None:
+        self.duck.execute(
+            "create or replace table pending as select"
+            " (hash(i, 'seed') >> 1)::bigint as anchor_id,"
+            " (hash(i, 'checksum') >> 1)::bigint as checksum,"
+            " true as has_init, false as failed"
+            " from range(?) t(i)",
+            [pending],
+        )
+
+    def peer_batch(self, events: Path) -> float:
+        """The acker's core in DuckDB: aggregate, upsert into pending, extract outcomes."""
+        files = str(events / "*.parquet")
+        out = self.root / "peer"
+        out.mkdir(exist_ok=True)
+        with stopwatch() as took:
+            self.duck.execute(
+                "create or replace temp table batch_state as"
+                " with agg as ("
+                "  select anchor_id,"
+                "   bit_xor(xor_value) filter (where event_type in ('init', 'ack', 'anchor')) as x,"
+                "   bool_or(event_type = 'init') as saw_init,"
+                "   bool_or(event_type = 'fail') as saw_fail"
+                "  from read_parquet(?) where anchor_id is not null and anchor_id <> 0"
+                "  group by anchor_id)"
+                " select a.anchor_id,"
+                "  xor(coalesce(p.checksum, 0), coalesce(a.x, 0)) as checksum,"
+                "  coalesce(p.has_init, false) or a.saw_init as has_init,"
+                "  coalesce(p.failed, false) or a.saw_fail as failed"
+                " from agg a left join pending p using (anchor_id)",
+                [files],
+            )
+            for outcome, condition in (
+                ("completed", "has_init and not failed and checksum = 0"),
+                ("failed", "has_init and failed"),
+            ):
+                self.duck.execute(
+                    f"copy (select * from batch_state where {condition})"
+                    f" to '{out / outcome}.parquet' (format parquet)"
+                )
+            self.duck.execute(
+                "merge into pending p using batch_state s on p.anchor_id = s.anchor_id"
+                " when matched and s.has_init and (s.failed or s.checksum = 0) then delete"
+                " when matched then update set checksum = s.checksum, has_init = s.has_init,"
+                "  failed = s.failed"
+                " when not matched and not (s.has_init and (s.failed or s.checksum = 0))"
+                "  then insert values (s.anchor_id, s.checksum, s.has_init, s.failed)"
+            )
+        return took()
+
+
+BENCH_SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
+
+
+def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
+    spark = bench.spark
+    main = bench.new_acker(sizes.main_pending)
+    bench.peer_seed(sizes.main_pending)
+    batch_id = 0
+
+    warm_up, _ = bench.events(sizes.small_batch, seed=99)
+    bench.micro_batch(main, warm_up, batch_id)
+    bench.floor(warm_up)
+    bench.peer_batch(warm_up)
+    batch_id += 1
+    log("warm-up batch done")
+
+    for seed, target in enumerate(sizes.batch_events, start=1):
+        path, events = bench.events(target, seed=seed)
+        ours = bench.micro_batch(main, path, batch_id)
+        batch_id += 1
+        floor = bench.floor(path)
+        peer = bench.peer_batch(path)
+        row = {
+            "events": events,
+            "pending": sizes.main_pending,
+            "micro_batch_s": round(ours, 3),
+            "events_per_s": round(events / ours),
+            "floor_s": round(floor, 3),
+            "floor_ratio": round(ours / floor, 2),
+            "duckdb_s": round(peer, 3),
+            "ours_over_duckdb": round(ours / peer, 2),
+        }
+        figures.end_to_end.append(row)
+        log(f"end-to-end {row}")
+
+    small_times = []
+    for run in range(sizes.small_runs):
+        path, _ = bench.events(sizes.small_batch, seed=1000 + run)
+        small_times.append(bench.micro_batch(main, path, batch_id))
+        batch_id += 1
+    small_times.sort()
+    figures.small_batches = {
+        "events": sizes.small_batch,
+        "pending": sizes.main_pending,
+        "runs": len(small_times),
+        "median_s": round(statistics.median(small_times), 3),
+        "p95_s": round(small_times[math.ceil(0.95 * len(small_times)) - 1], 3),
+        "times_s": [round(t, 3) for t in small_times],
+    }
+    log(f"small batches {figures.small_batches}")
+
+    with stopwatch() as took:
+        maintained = {m.table: m for m in jobs.maintain(spark, main)}
+    pending_rows = spark.table(main.qualified("pending")).count()
+    figures.state_size = {
+        "pending_rows": pending_rows,
+        "bytes": maintained["pending"].bytes,
+        "files": maintained["pending"].files,
+        "bytes_per_anchor": round(maintained["pending"].bytes / pending_rows, 1),
+        "maintain_s": round(took(), 1),
+    }
+    log(f"state size {figures.state_size}")
+
+    path, events = bench.events(sizes.scaling_batch, seed=500)
+    for pending in sizes.scaling_pending:
+        config = bench.new_acker(pending)
+        bench.micro_batch(config, warm_up, 0)
+        ours = bench.micro_batch(config, path, 1)
+        figures.state_scaling.append(
+            {"events": events, "pending": pending, "micro_batch_s": round(ours, 3)}
+        )
+        log(f"state scaling {figures.state_scaling[-1]}")
+        shutil.rmtree(bench.root / "warehouse" / f"{config.warehouse.schema}.db")
+
+
+def judge(figures: Figures) -> None:
+    """Compare the figures with the targets of the benchmark suite."""
+    largest = max(figures.end_to_end, key=lambda row: row["events"])
+    scaling = sorted(figures.state_scaling, key=lambda row: row["pending"])
+    ratio = scaling[-1]["micro_batch_s"] / scaling[0]["micro_batch_s"]
+    checks = [
+        ("end-to-end events/s, largest batch", largest["events_per_s"], ">=", 1_000_000),
+        ("micro-batch / floor, largest batch", largest["floor_ratio"], "<=", 2.0),
+        (
+            f"time(pending {scaling[-1]['pending']:,}) / time(pending {scaling[0]['pending']:,})",
+            round(ratio, 2),
+            "<=",
+            1.3,
+        ),
+        ("small-batch median seconds", figures.small_batches["median_s"], "<=", 2.0),
+        ("bytes per pending anchor", figures.state_size["bytes_per_anchor"], "<=", 40),
+    ]
+    figures.targets = [
+        {
+            "target": name,
+            "value": value,
+            "goal": f"{op} {goal}",
+            "met": value >= goal if op == ">=" else value <= goal,
+        }
+        for name, value, op, goal in checks
+    ]
+
+
+def print_table(figures: Figures) -> None:
+    print("\nend-to-end (pending {:,})".format(figures.end_to_end[0]["pending"]))
+    print(
+        f"{'events':>12} {'batch s':>9} {'events/s':>11} {'floor s':>8} {'ratio':>6}"
+        f" {'duckdb s':>9} {'ours/duckdb':>11}"
+    )
+    for row in figures.end_to_end:
+        print(
+            f"{row['events']:>12,} {row['micro_batch_s']:>9.2f} {row['events_per_s']:>11,}"
+            f" {row['floor_s']:>8.2f} {row['floor_ratio']:>6.2f} {row['duckdb_s']:>9.2f}"
+            f" {row['ours_over_duckdb']:>11.2f}"
+        )
+    print("\nstate scaling")
+    for row in figures.state_scaling:
+        seconds = row["micro_batch_s"]
+        print(f"  {row['events']:,} events over {row['pending']:>12,} pending: {seconds:.2f} s")
+    small = figures.small_batches
+    print(
+        f"\nsmall batches of {small['events']:,} events: median {small['median_s']:.2f} s,"
+        f" p95 {small['p95_s']:.2f} s over {small['runs']} runs"
+    )
+    size = figures.state_size
+    print(
+        f"state size: {size['bytes']:,} bytes for {size['pending_rows']:,} pending trees,"
+        f" {size['bytes_per_anchor']} bytes per anchor"
+    )
+    print("\ntargets")
+    for target in figures.targets:
+        verdict = "met" if target["met"] else "MISSED"
+        print(f"  {target['target']}: {target['value']} (goal {target['goal']}) {verdict}")
+
+
+def chart(figures: Figures, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_batch, by_state) = plt.subplots(1, 2, figsize=(11, 4.2))
+    events = [row["events"] for row in figures.end_to_end]
+    for key, label in (
+        ("micro_batch_s", "acker micro-batch"),
+        ("floor_s", "bare bit_xor GROUP BY (floor)"),
+        ("duckdb_s", "DuckDB peer"),
+    ):
+        by_batch.plot(events, [row[key] for row in figures.end_to_end], marker="o", label=label)
+    by_batch.set(
+        xscale="log",
+        yscale="log",
+        xlabel="events per micro-batch",
+        ylabel="seconds",
+        title=f"cost vs batch size ({figures.end_to_end[0]['pending']:,} pending)",
+    )
+    by_batch.legend()
+    pending = [row["pending"] for row in figures.state_scaling]
+    by_state.plot(
+        pending, [row["micro_batch_s"] for row in figures.state_scaling], marker="o", color="C0"
+    )
+    by_state.set(
+        xscale="log",
+        xlabel="pending trees",
+        ylabel="seconds",
+        ylim=(0, None),
+        title=f"cost vs pending size ({figures.state_scaling[0]['events']:,} events)",
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: check that it runs")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--work", type=Path, help="scratch folder (default: <out>/work, removed)")
+    args = parser.parse_args(argv)
+    sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
+    work = args.work or args.out / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    figures = Figures(
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        machine={"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        sizes=asdict(sizes),
+    )
+    spark = build_session(
+        parse_config(
+            {
+                "warehouse": {"path": str(work / "warehouse")},
+                "spark": {"conf": dict(BENCH_SPARK_CONF)},
+            }
+        )
+    )
+    figures.machine["spark"] = spark.version
+    try:
+        measure(Bench(spark, work), sizes, figures)
+    finally:
+        spark.stop()
+    judge(figures)
+    print_table(figures)
+    name = "quick" if args.quick else "default"
+    (args.out / f"{name}.json").write_text(json.dumps(asdict(figures), indent=2) + "\n")
+    chart(figures, args.out / f"{name}.png")
+    shutil.rmtree(work)
+    print(f"\nsaved {args.out / f'{name}.json'} and {args.out / f'{name}.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Scale-out: `acker run` on a real Spark standalone cluster (a master and two workers, each a
+process bound to 127.0.0.1, started from the pyspark installation) writes the same tables as
+the embedded ``local[2]`` session on the same events."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pyspark
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines import jobs
+from pipelines.config import Config
+from pipelines.tables import create_tables
+from pipelines.workload import WorkloadSpec, generate_workload
+from tests.acker_harness import BASE_TIME, assert_resolved_once, assert_same_tables
+from tests.conftest import make_config
+from tests.test_crash_recovery import append_micro_batch
+
+SPARK_HOME = Path(pyspark.__file__).parent
+MASTER_URL = "spark://127.0.0.1:7077"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _spark_class(main: str, *argv: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), main, *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as reply:
+            state = json.load(reply)
+    except OSError:
+        return -1
+    return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+
+
+@contextmanager
+def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
+    """A master on 127.0.0.1:7077 and ``workers`` workers of one core each; yield its URL."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        ui_port = _free_port()
+        master = _spark_class(
+            "org.apache.spark.deploy.master.Master",
+            *("--host", "127.0.0.1", "--port", "7077", "--webui-port", str(ui_port)),
+            log=folder / "master.log",
+        )
+        stack.callback(_stop, master)
+        for number in range(workers):
+            worker = _spark_class(
+                "org.apache.spark.deploy.worker.Worker",
+                *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
+                *("--webui-port", str(_free_port()), "--work-dir", str(folder / f"work{number}")),
+                MASTER_URL,
+                log=folder / f"worker{number}.log",
+            )
+            stack.callback(_stop, worker)
+        deadline = time.monotonic() + 180
+        while _alive_workers(ui_port) < workers:
+            if time.monotonic() > deadline:
+                logs = "\n".join(p.read_text()[-1500:] for p in sorted(folder.glob("*.log")))
+                pytest.fail(f"the standalone cluster did not come up in 180 s:\n{logs}")
+            time.sleep(1)
+        yield MASTER_URL
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _cluster_conf(config: Config, master: str, path: Path) -> Path:
+    path.write_text(
+        "\n".join(
+            [
+                "[warehouse]",
+                f'path = "{config.warehouse.path}"',
+                f'schema = "{config.warehouse.schema}"',
+                "[spark]",
+                f'master = "{master}"',
+                "[spark.conf]",
+                '"spark.driver.host" = "127.0.0.1"',
+                '"spark.driver.bindAddress" = "127.0.0.1"',
+                '"spark.driver.memory" = "1g"',
+                '"spark.executor.memory" = "768m"',
+                '"spark.executor.cores" = "1"',
+                '"spark.cores.max" = "2"',
+                '"spark.ui.enabled" = "false"',
+                '"spark.sql.shuffle.partitions" = "4"',
+            ]
+        )
+        + "\n"
+    )
+    return path
+
+
+def _acker(conf: Path, *argv: str) -> str:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *argv, "--conf", str(conf)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_a_standalone_cluster_gives_the_same_tables_as_local(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    events = generate_workload(WorkloadSpec(trees=120, batches=2, seed=31, start=BASE_TIME))
+    batches = [[e for e in events if e.batch == b] for b in range(2)]
+
+    local = make_config(tmp_path / "local")
+    create_tables(spark, local)
+    for batch in batches:
+        append_micro_batch(spark, local, batch)
+        jobs.run(spark, local)
+    jobs.tick(spark, local, 3)
+
+    cluster = make_config(tmp_path / "cluster")
+    create_tables(spark, cluster)
+    with standalone_cluster(tmp_path / "spark-cluster") as master:
+        conf = _cluster_conf(cluster, master, tmp_path / "cluster.toml")
+        for batch in batches:
+            append_micro_batch(spark, cluster, batch)
+            _acker(conf, "run")
+        _acker(conf, "tick", "3")
+        status = _acker(conf, "status")
+    jobs.open_tables(spark, cluster)
+
+    assert re.search(r"^\s*pending\s+0$", status, re.MULTILINE), status
+    for worker in ("work0", "work1"):
+        executors = list((tmp_path / "spark-cluster" / worker).glob("app-*/*/stderr"))
+        assert executors, f"no executor ran on {worker}: the runs did not use the cluster"
+    assert_same_tables(spark, cluster, local)
+    assert_resolved_once(spark, cluster)
