@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.config import Config, parse_config
-from pipelines.engine import process_batch
+from pipelines.engine import BatchResult, process_batch
 from pipelines.session import build_session
 from pipelines.tables import create_tables
 from pipelines.workload import WorkloadSpec, generate_workload
@@ -205,6 +205,8 @@ class Bench:
         self.schemas += 1
         config = parse_config(
             {
+                # far above any seeded state: the capacity guard must not fail new trees here
+                "acker": {"max_pending": 10**9},
                 "warehouse": {"path": str(self.root / "warehouse"), "schema": f"b{self.schemas}"},
                 "spark": {"conf": dict(BENCH_SPARK_CONF)},
             }
@@ -240,13 +242,13 @@ class Bench:
         )
         return config
 
-    def micro_batch(self, config: Config, events: Path, batch_id: int) -> float:
-        """Apply one micro-batch as ``acker run`` does; return its wall time in seconds."""
+    def micro_batch(self, config: Config, events: Path, batch_id: int) -> tuple[float, BatchResult]:
+        """Apply one micro-batch as ``acker run`` does; return its wall time and result."""
         batch = self.spark.read.parquet(str(events))
         with stopwatch() as took:
             result = process_batch(self.spark, config, batch, batch_id)
         assert result is not None and result.events_in, f"batch {batch_id} applied nothing"
-        return took()
+        return took(), result
 
     def floor(self, events: Path) -> float:
         """The bare aggregate: ``bit_xor`` per anchor of the same events, written to Parquet."""
@@ -273,8 +275,9 @@ class Bench:
             [pending],
         )
 
-    def peer_batch(self, events: Path) -> float:
-        """The acker's core in DuckDB: aggregate, upsert into pending, extract outcomes."""
+    def peer_batch(self, events: Path) -> tuple[float, dict[str, int]]:
+        """The acker's core in DuckDB: aggregate, upsert into pending, extract outcomes;
+        return the wall time and how many trees completed and failed."""
         files = str(events / "*.parquet")
         out = self.root / "peer"
         out.mkdir(exist_ok=True)
@@ -286,7 +289,8 @@ class Bench:
                 "   bit_xor(xor_value) filter (where event_type in ('init', 'ack', 'anchor')) as x,"
                 "   bool_or(event_type = 'init') as saw_init,"
                 "   bool_or(event_type = 'fail') as saw_fail"
-                "  from read_parquet(?) where anchor_id is not null and anchor_id <> 0"
+                "  from (select distinct anchor_id, event_type, xor_value from read_parquet(?)"
+                "   where anchor_id is not null and anchor_id <> 0)"
                 "  group by anchor_id)"
                 " select a.anchor_id,"
                 "  xor(coalesce(p.checksum, 0), coalesce(a.x, 0)) as checksum,"
@@ -311,7 +315,13 @@ class Bench:
                 " when not matched and not (s.has_init and (s.failed or s.checksum = 0))"
                 "  then insert values (s.anchor_id, s.checksum, s.has_init, s.failed)"
             )
-        return took()
+        counts = {}
+        for outcome in ("completed", "failed"):
+            row = self.duck.execute(
+                f"select count(*) from read_parquet('{out / outcome}.parquet')"
+            ).fetchone()
+            counts[outcome] = int(row[0]) if row else 0
+        return took(), counts
 
 
 BENCH_SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
@@ -332,10 +342,10 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
 
     for seed, target in enumerate(sizes.batch_events, start=1):
         path, events = bench.events(target, seed=seed)
-        ours = bench.micro_batch(main, path, batch_id)
+        ours, result = bench.micro_batch(main, path, batch_id)
         batch_id += 1
         floor = bench.floor(path)
-        peer = bench.peer_batch(path)
+        peer, peer_counts = bench.peer_batch(path)
         row = {
             "events": events,
             "pending": sizes.main_pending,
@@ -345,6 +355,11 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
             "floor_ratio": round(ours / floor, 2),
             "duckdb_s": round(peer, 3),
             "ours_over_duckdb": round(ours / peer, 2),
+            "completed": result.completed,
+            "failed": result.failed,
+            "overflowed": result.overflowed,
+            "duckdb_completed": peer_counts["completed"],
+            "duckdb_failed": peer_counts["failed"],
         }
         figures.end_to_end.append(row)
         log(f"end-to-end {row}")
@@ -352,7 +367,7 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     small_times = []
     for run in range(sizes.small_runs):
         path, _ = bench.events(sizes.small_batch, seed=1000 + run)
-        small_times.append(bench.micro_batch(main, path, batch_id))
+        small_times.append(bench.micro_batch(main, path, batch_id)[0])
         batch_id += 1
     small_times.sort()
     figures.small_batches = {
@@ -381,7 +396,7 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     for pending in sizes.scaling_pending:
         config = bench.new_acker(pending)
         bench.micro_batch(config, warm_up, 0)
-        ours = bench.micro_batch(config, path, 1)
+        ours, _ = bench.micro_batch(config, path, 1)
         figures.state_scaling.append(
             {"events": events, "pending": pending, "micro_batch_s": round(ours, 3)}
         )

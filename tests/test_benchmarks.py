@@ -1,0 +1,50 @@
+"""The benchmark suite runs end to end in its quick mode (tiny sizes; no timing is asserted),
+and its DuckDB peer computes the same outcomes as the acker on the same events."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "benchmarks/acker_bench.py", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "quick.json").read_text())
+
+    sizes = figures["sizes"]
+    assert [row["pending"] for row in figures["state_scaling"]] == sizes["scaling_pending"]
+    assert len(figures["end_to_end"]) == len(sizes["batch_events"])
+    for row in figures["end_to_end"]:
+        assert row["events"] >= 0.9 * min(sizes["batch_events"])
+        assert row["micro_batch_s"] > 0 and row["floor_s"] > 0 and row["duckdb_s"] > 0
+        assert row["completed"] > 0 and row["failed"] > 0 and row["overflowed"] == 0
+        assert (row["duckdb_completed"], row["duckdb_failed"]) == (
+            row["completed"],
+            row["failed"],
+        )
+    assert figures["small_batches"]["runs"] == sizes["small_runs"]
+    assert figures["state_size"]["pending_rows"] >= sizes["main_pending"]
+    assert figures["state_size"]["bytes_per_anchor"] > 0
+    largest, smallest = sizes["scaling_pending"][-1], sizes["scaling_pending"][0]
+    assert [target["target"] for target in figures["targets"]] == [
+        "end-to-end events/s, largest batch",
+        "micro-batch / floor, largest batch",
+        f"time(pending {largest:,}) / time(pending {smallest:,})",
+        "small-batch median seconds",
+        "bytes per pending anchor",
+    ]
+    assert (tmp_path / "quick.png").stat().st_size > 10_000
+    assert "targets" in done.stdout
