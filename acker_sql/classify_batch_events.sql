@@ -5,26 +5,15 @@
 -- Who runs it: pipelines.engine.process_batch over the temp view `batch_events`, and
 --              pipelines.ingest over the rows of one input file.
 -- Parameters: none.
+-- Why `raw` only for quarantined rows: rendering every row as JSON was the costliest step of
+--     a large micro-batch; valid rows need only `row_hash`, for the batch's fingerprint.
 with batch_rows as (
     select * from batch_events
 ),
 
-final as (
+reasoned as (
     select
-        * except (xor_value),
-        case when event_type in ('fail', 'reset') then null else xor_value end as xor_value,
-        to_json(
-            struct(
-                anchor_id,
-                event_type,
-                xor_value,
-                spout_task,
-                source_msg_id,
-                component,
-                event_time,
-                event_id
-            )
-        ) as raw,
+        *,
         case
             when anchor_id is null then 'null_anchor_id'
             when anchor_id = 0 then 'zero_anchor_id'
@@ -37,6 +26,35 @@ final as (
             when event_time is null then 'null_event_time'
         end as quarantine_reason
     from batch_rows
+),
+
+final as (
+    select
+        * except (xor_value, quarantine_reason),
+        case when event_type in ('fail', 'reset') then null else xor_value end as xor_value,
+        -- xxhash64 skips null arguments, so which columns are null is hashed too
+        xxhash64(
+            anchor_id, event_type, xor_value, spout_task, source_msg_id, component, event_time,
+            event_id,
+            cast(anchor_id is null as int) + 2 * cast(event_type is null as int)
+            + 4 * cast(xor_value is null as int) + 8 * cast(spout_task is null as int)
+            + 16 * cast(source_msg_id is null as int) + 32 * cast(component is null as int)
+            + 64 * cast(event_time is null as int) + 128 * cast(event_id is null as int)
+        ) as row_hash,
+        case when quarantine_reason is not null then to_json(
+            struct(
+                anchor_id,
+                event_type,
+                xor_value,
+                spout_task,
+                source_msg_id,
+                component,
+                event_time,
+                event_id
+            )
+        ) end as raw,
+        quarantine_reason
+    from reasoned
 )
 
 select * from final

@@ -10,7 +10,7 @@ select
     concat(
         cast(count(*) as string),
         ':',
-        cast(coalesce(sum(cast(xxhash64(raw) as decimal(38, 0))), 0) as string)
+        cast(coalesce(sum(cast(row_hash as decimal(38, 0))), 0) as string)
     ) as fingerprint,
     count_if(quarantine_reason is not null) as quarantined
 from classified_events
