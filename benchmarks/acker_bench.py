@@ -42,10 +42,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines import jobs
 from pipelines.config import Config, parse_config
 from pipelines.engine import BatchResult, process_batch
+from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import build_session
 from pipelines.tables import create_tables
 from pipelines.workload import WorkloadSpec, generate_workload
@@ -136,32 +138,9 @@ class Bench:
         )
         rows = [event.row() for event in generate_workload(spec)]
         columns = list(zip(*rows, strict=True))
-        names = [
-            "anchor_id",
-            "event_type",
-            "xor_value",
-            "spout_task",
-            "source_msg_id",
-            "component",
-            "event_time",
-            "event_id",
-        ]
-        table = pa.table(
-            {name: pa.array(column) for name, column in zip(names, columns, strict=True)}
-        ).cast(
-            pa.schema(
-                [
-                    ("anchor_id", pa.int64()),
-                    ("event_type", pa.string()),
-                    ("xor_value", pa.int64()),
-                    ("spout_task", pa.int32()),
-                    ("source_msg_id", pa.string()),
-                    ("component", pa.string()),
-                    ("event_time", pa.timestamp("us")),
-                    ("event_id", pa.string()),
-                ]
-            )
-        )
+        schema = to_arrow_schema(ACK_EVENTS_SCHEMA, timezone="UTC")
+        table = pa.table([pa.array(column) for column in columns], names=schema.names)
+        table = table.cast(schema)
         path = self.events_dir / f"simulated-{events}-{seed}"
         path.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path / "part-0.parquet")
