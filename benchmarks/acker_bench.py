@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import shutil
 import statistics
@@ -127,7 +128,11 @@ class Bench:
     # --- events -------------------------------------------------------------------------
 
     def simulate(self, events: int, seed: int) -> Path:
-        """Simulated events (Storm protocol) written as one Parquet file."""
+        """Simulated events (Storm protocol) written as one Parquet file, once per size and
+        seed (the template of the large batches is asked for again by each of them)."""
+        path = self.events_dir / f"simulated-{events}-{seed}"
+        if (path / "part-0.parquet").exists():
+            return path
         spec = WorkloadSpec(
             trees=max(1, events // EVENTS_PER_TREE),
             batches=1,
@@ -141,7 +146,6 @@ class Bench:
         schema = to_arrow_schema(ACK_EVENTS_SCHEMA, timezone="UTC")
         table = pa.table([pa.array(column) for column in columns], names=schema.names)
         table = table.cast(schema)
-        path = self.events_dir / f"simulated-{events}-{seed}"
         path.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path / "part-0.parquet")
         return path
@@ -492,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True)
     figures = Figures(
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        machine={"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+        machine={"cpus": os.cpu_count(), "python": platform.python_version()},
         sizes=asdict(sizes),
     )
     spark = build_session(
