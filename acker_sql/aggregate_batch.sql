@@ -7,7 +7,9 @@
 --       any other pending row its current values. So applying a batch again, with the same or
 --       different content, gives what one application would.
 -- Who runs it: pipelines.engine.process_batch.
--- Parameters: :pending (table); :batch_id; :epoch, the current epoch; :refresh, reset | activity.
+-- Reads: the temp views classified_events, batch_tombstones and touched_pending (the rows of
+--        pending this batch touches, from select_touched_pending).
+-- Parameters: :batch_id; :epoch, the current epoch; :refresh, reset | activity.
 -- Output: one row per anchor to write, with `action`: upsert (new state, resolved or not),
 --         drop (a row only an earlier attempt of this batch created) or purge (a tree resolved
 --         by an earlier batch, whose row can go now that the batch is committed).
@@ -35,17 +37,6 @@ event_keys as (
     group by anchor_id, event_type, xor_value
 ),
 
-batch_anchors as (
-    select distinct anchor_id from event_keys
-),
-
-touched as (
-    select p.*
-    from identifier(:pending) as p
-    left join batch_anchors as b on p.anchor_id = b.anchor_id
-    where b.anchor_id is not null or p.batch_id = :batch_id or p.outcome is not null
-),
-
 bases as (
     select
         anchor_id,
@@ -69,7 +60,7 @@ bases as (
         -- pending before this batch minus pending in the table now, for this row
         cast(batch_id = :batch_id and prev is not null as int)
         - cast(batch_id = :batch_id and outcome is null as int) as pending_adjust
-    from touched
+    from touched_pending
 ),
 
 marked_keys as (

@@ -47,7 +47,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines import jobs
 from pipelines.config import Config, parse_config
-from pipelines.engine import BatchResult, process_batch
+from pipelines.engine import BatchResult, Position, position_after, process_batch
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import build_session
 from pipelines.tables import create_tables
@@ -122,6 +122,7 @@ class Bench:
         self.root = root
         self.events_dir = root / "events"
         self.schemas = 0
+        self.positions: dict[str, Position] = {}
         self.duck = duckdb.connect(str(root / "peer.duckdb"))
         self.duck.execute("set threads = 2")
 
@@ -226,11 +227,14 @@ class Bench:
         return config
 
     def micro_batch(self, config: Config, events: Path, batch_id: int) -> tuple[float, BatchResult]:
-        """Apply one micro-batch as ``acker run`` does; return its wall time and result."""
+        """Apply one micro-batch as ``acker run``'s stream does (the position carried over from
+        the schema's previous batch); return its wall time and result."""
         batch = self.spark.read.parquet(str(events))
+        schema = config.warehouse.schema
         with stopwatch() as took:
-            result = process_batch(self.spark, config, batch, batch_id)
+            result = process_batch(self.spark, config, batch, batch_id, self.positions.get(schema))
         assert result is not None and result.events_in, f"batch {batch_id} applied nothing"
+        self.positions[schema] = position_after(result)
         return took(), result
 
     def floor(self, events: Path) -> float:
