@@ -7,8 +7,9 @@ JSON and a PNG chart in ``--out`` (default ``benchmarks/results``).
 Events come from the project's workload simulator (Storm protocol, about 5 events per tree):
 batches up to 10^5 events are simulated directly; larger ones repeat a simulated template with
 fresh anchor ids, so every copy is a distinct, equally realistic set of tuple trees. Pending
-trees are seeded straight into the ``pending`` table. Each micro-batch is applied by
-:func:`pipelines.engine.process_batch`, the function ``acker run``'s stream calls.
+trees are seeded straight into the ``pending`` table, and a fifth of each batch's trees continue
+one of them (so the MERGE updates rows, not only inserts and deletes). Each micro-batch is
+applied by :func:`pipelines.engine.process_batch`, as ``acker run``'s stream applies it.
 
 Measurements (issue targets in brackets):
 
@@ -41,7 +42,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -55,6 +56,10 @@ from pipelines.workload import WorkloadSpec, generate_workload
 
 TEMPLATE_EVENTS = 100_000
 EVENTS_PER_TREE = 5  # what the simulator makes with max_fanout=3, max_depth=2, Storm protocol
+# Trees of a batch that continue a tree already pending (their events land on a seeded row, so
+# the MERGE updates rows as well as inserting and deleting them): an assumption, about a batch
+# interval a few times a tree's lifetime.
+CONTINUED_PERCENT = 20
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class Sizes:
     scaling_pending: tuple[int, ...]
     small_batch: int
     small_runs: int
+    scaling_runs: int
 
 
 DEFAULT_SIZES = Sizes(
@@ -76,6 +82,7 @@ DEFAULT_SIZES = Sizes(
     scaling_pending=(10**6, 5 * 10**6, 2 * 10**7),
     small_batch=10**4,
     small_runs=10,
+    scaling_runs=2,
 )
 QUICK_SIZES = Sizes(
     batch_events=(10**3, 10**4),
@@ -84,6 +91,7 @@ QUICK_SIZES = Sizes(
     scaling_pending=(10**3, 5 * 10**3),
     small_batch=10**3,
     small_runs=3,
+    scaling_runs=1,
 )
 
 
@@ -122,6 +130,10 @@ class Bench:
         self.root = root
         self.events_dir = root / "events"
         self.schemas = 0
+        # Seeded trees not yet continued by any event set: each set continues trees of its own,
+        # so no batch sends events to a seeded tree an earlier batch resolved (those would be
+        # late events for the acker, which the peer has no tombstones to tell).
+        self.unused_seeded = 0
         self.positions: dict[str, Position] = {}
         self.duck = duckdb.connect(str(root / "peer.duckdb"))
         self.duck.execute("set threads = 2")
@@ -152,34 +164,38 @@ class Bench:
         return path
 
     def events(self, events: int, seed: int) -> tuple[Path, int]:
-        """A Parquet folder of about ``events`` events; return it and its exact row count."""
+        """A Parquet folder of about ``events`` events, :data:`CONTINUED_PERCENT` of whose trees
+        continue a seeded pending tree; return it and its exact row count."""
         if events <= TEMPLATE_EVENTS:
-            path = self.simulate(events, seed)
+            simulated = self.spark.read.parquet(str(self.simulate(events, seed)))
         else:
-            template = self.simulate(TEMPLATE_EVENTS, seed=0)
-            copies = math.ceil(events / self.spark.read.parquet(str(template)).count())
-            path = self.events_dir / f"repeated-{events}-{seed}"
+            template = self.spark.read.parquet(str(self.simulate(TEMPLATE_EVENTS, seed=0)))
+            copies = math.ceil(events / template.count())
             copy_ids = self.spark.range(copies).withColumnRenamed("id", "copy")
-            fresh = F.xxhash64("anchor_id", "copy", F.lit(seed))
-            (
-                self.spark.read.parquet(str(template))
-                .crossJoin(copy_ids)
-                .select(
-                    F.when(F.col("anchor_id").isNull(), None)
-                    .when(fresh == 0, F.lit(1))
-                    .otherwise(fresh)
-                    .alias("anchor_id"),
-                    "event_type",
-                    "xor_value",
-                    "spout_task",
-                    F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
-                    "component",
-                    "event_time",
-                    F.concat_ws("-", "event_id", "copy").alias("event_id"),
-                )
-                .write.mode("overwrite")
-                .parquet(str(path))
+            simulated = template.crossJoin(copy_ids).select(
+                F.when(F.col("anchor_id").isNull(), None)
+                .otherwise(nonzero(F.xxhash64("anchor_id", "copy", F.lit(seed))))
+                .alias("anchor_id"),
+                "event_type",
+                "xor_value",
+                "spout_task",
+                F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
+                "component",
+                "event_time",
+                F.concat_ws("-", "event_id", "copy").alias("event_id"),
             )
+        continued = F.pmod(F.xxhash64("anchor_id", F.lit("continued")), F.lit(100))
+        trees = max(1, events // EVENTS_PER_TREE)
+        seeded_index = self.unused_seeded + F.pmod(F.xxhash64("anchor_id", F.lit(seed)), trees)
+        self.unused_seeded += trees
+        path = self.events_dir / f"events-{events}-{seed}"
+        simulated.withColumn(
+            "anchor_id",
+            F.when(
+                (F.col("anchor_id") != 0) & (continued < CONTINUED_PERCENT),
+                seeded_anchor_id(seeded_index.cast("bigint")),
+            ).otherwise(F.col("anchor_id")),
+        ).write.mode("overwrite").parquet(str(path))
         return path, self.spark.read.parquet(str(path)).count()
 
     # --- the acker --------------------------------------------------------------------
@@ -197,9 +213,10 @@ class Bench:
         )
         create_tables(self.spark, config)
         with stopwatch() as took:
-            self.spark.range(pending).selectExpr(
-                "case when xxhash64(id, 'seed') = 0 then 1 else xxhash64(id, 'seed') end"
-                " as anchor_id",
+            self.spark.range(pending).select(
+                seeded_anchor_id(F.col("id")).alias("anchor_id"), "id"
+            ).selectExpr(
+                "anchor_id",
                 "xxhash64(id, 'checksum') as checksum",
                 "true as has_init",
                 "false as failed",
@@ -237,6 +254,16 @@ class Bench:
         self.positions[schema] = position_after(result)
         return took(), result
 
+    def last_merge(self, config: Config) -> dict[str, int]:
+        """How many rows of ``pending`` the last MERGE updated, inserted and deleted."""
+        history = self.spark.sql(f"describe history {config.qualified('pending')}")
+        metrics = history.where("operation = 'MERGE'").orderBy(F.desc("version")).first()
+        assert metrics is not None, "no MERGE into pending yet"
+        return {
+            f"merge_{name}": int(metrics["operationMetrics"][f"numTargetRows{name.title()}"])
+            for name in ("updated", "inserted", "deleted")
+        }
+
     def floor(self, events: Path) -> float:
         """The bare aggregate: ``bit_xor`` per anchor of the same events, written to Parquet."""
         out = self.root / "floor"
@@ -252,14 +279,15 @@ class Bench:
 
     # --- the peer ---------------------------------------------------------------------
 
-    def peer_seed(self, pending: int) -> None:
+    def peer_seed(self, config: Config) -> None:
+        """Give the peer the same pending trees as the acker's ``config`` schema."""
+        seed = self.root / "peer-seed"
+        self.spark.table(config.qualified("pending")).select(
+            "anchor_id", "checksum", "has_init", "failed"
+        ).write.mode("overwrite").parquet(str(seed))
         self.duck.execute(
-            "create or replace table pending as select"
-            " (hash(i, 'seed') >> 1)::bigint as anchor_id,"
-            " (hash(i, 'checksum') >> 1)::bigint as checksum,"
-            " true as has_init, false as failed"
-            " from range(?) t(i)",
-            [pending],
+            "create or replace table pending as select * from read_parquet(?)",
+            [str(seed / "*.parquet")],
         )
 
     def peer_batch(self, events: Path) -> tuple[float, dict[str, int]]:
@@ -311,16 +339,27 @@ class Bench:
         return took(), counts
 
 
+def seeded_anchor_id(index: Column) -> Column:
+    """The anchor id of the seeded pending tree number ``index`` (a bigint column)."""
+    return nonzero(F.xxhash64(index, F.lit("seed")))
+
+
+def nonzero(anchor_id: Column) -> Column:
+    """``anchor_id``, with 0 (not a valid anchor id) replaced by 1."""
+    return F.when(anchor_id == 0, F.lit(1).cast("bigint")).otherwise(anchor_id)
+
+
 BENCH_SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
 
 
 def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     spark = bench.spark
     main = bench.new_acker(sizes.main_pending)
-    bench.peer_seed(sizes.main_pending)
+    bench.peer_seed(main)
     batch_id = 0
 
     warm_up, _ = bench.events(sizes.small_batch, seed=99)
+    after_warm_up = bench.unused_seeded
     bench.micro_batch(main, warm_up, batch_id)
     bench.floor(warm_up)
     bench.peer_batch(warm_up)
@@ -347,6 +386,7 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
             "overflowed": result.overflowed,
             "duckdb_completed": peer_counts["completed"],
             "duckdb_failed": peer_counts["failed"],
+            **bench.last_merge(main),
         }
         figures.end_to_end.append(row)
         log(f"end-to-end {row}")
@@ -357,6 +397,7 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         small_times.append(bench.micro_batch(main, path, batch_id)[0])
         batch_id += 1
     small_times.sort()
+    assert bench.unused_seeded <= sizes.main_pending, "the batches need more seeded trees"
     figures.small_batches = {
         "events": sizes.small_batch,
         "pending": sizes.main_pending,
@@ -379,13 +420,24 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     }
     log(f"state size {figures.state_size}")
 
-    path, events = bench.events(sizes.scaling_batch, seed=500)
+    # fresh schemas: their events continue seeded trees from just after the warm-up's
+    bench.unused_seeded = after_warm_up
+    runs = [bench.events(sizes.scaling_batch, seed=500 + run) for run in range(sizes.scaling_runs)]
+    assert bench.unused_seeded <= min(sizes.scaling_pending), "scaling events need more seeds"
     for pending in sizes.scaling_pending:
         config = bench.new_acker(pending)
         bench.micro_batch(config, warm_up, 0)
-        ours, _ = bench.micro_batch(config, path, 1)
+        times = [
+            bench.micro_batch(config, path, batch_id)[0]
+            for batch_id, (path, _) in enumerate(runs, start=1)
+        ]
         figures.state_scaling.append(
-            {"events": events, "pending": pending, "micro_batch_s": round(ours, 3)}
+            {
+                "events": runs[0][1],
+                "pending": pending,
+                "micro_batch_s": round(statistics.median(times), 3),
+                "times_s": [round(t, 3) for t in times],
+            }
         )
         log(f"state scaling {figures.state_scaling[-1]}")
         shutil.rmtree(bench.root / "warehouse" / f"{config.warehouse.schema}.db")

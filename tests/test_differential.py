@@ -6,20 +6,27 @@ from __future__ import annotations
 import pytest
 from chispa import assert_df_equality
 
+from pipelines import engine
 from pipelines.workload import WorkloadSpec, generate_workload
 from tests.acker_harness import Harness
 from tests.model import AckerModel
 
 
 @pytest.mark.parametrize(
-    ("seed", "settings"),
+    ("seed", "settings", "broadcast_merge"),
     [
-        (1, {"buckets": 3, "refresh": "reset"}),
-        (2, {"buckets": 2, "refresh": "activity"}),
-        (3, {"buckets": 3, "refresh": "reset", "tombstone_epochs": 1, "max_pending": 30}),
+        (1, {"buckets": 3, "refresh": "reset"}, True),
+        (2, {"buckets": 2, "refresh": "activity"}, True),
+        (3, {"buckets": 3, "refresh": "reset", "tombstone_epochs": 1, "max_pending": 30}, True),
+        # batches too large to broadcast into the MERGE take its shuffled join instead
+        (4, {"buckets": 3, "refresh": "activity"}, False),
     ],
 )
-def test_pipeline_equals_model(acker_factory, seed: int, settings: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+def test_pipeline_equals_model(  # type: ignore[no-untyped-def]
+    acker_factory, monkeypatch, seed: int, settings: dict[str, object], broadcast_merge: bool
+) -> None:
+    if not broadcast_merge:
+        monkeypatch.setattr(engine, "_BROADCAST_MERGE_ROWS", 0)
     acker: Harness = acker_factory(**settings)
     model = AckerModel(**settings)  # type: ignore[arg-type]
     spec = WorkloadSpec(trees=300, batches=4, seed=seed)
