@@ -9,7 +9,7 @@ batches up to 10^5 events are simulated directly; larger ones repeat a simulated
 fresh anchor ids, so every copy is a distinct, equally realistic set of tuple trees. Pending
 trees are seeded straight into the ``pending`` table, and a fifth of each batch's trees continue
 one of them (so the MERGE updates rows, not only inserts and deletes). Each micro-batch is
-applied by :func:`pipelines.engine.process_batch`, as ``acker run``'s stream applies it.
+applied by :class:`pipelines.jobs.BatchApplier`, exactly as ``acker run``'s stream applies it.
 
 Measurements (issue targets in brackets):
 
@@ -48,7 +48,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines import jobs
 from pipelines.config import Config, parse_config
-from pipelines.engine import BatchResult, Position, position_after, process_batch
+from pipelines.engine import BatchResult
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import build_session
 from pipelines.tables import create_tables
@@ -134,7 +134,7 @@ class Bench:
         # so no batch sends events to a seeded tree an earlier batch resolved (those would be
         # late events for the acker, which the peer has no tombstones to tell).
         self.unused_seeded = 0
-        self.positions: dict[str, Position] = {}
+        self.appliers: dict[str, jobs.BatchApplier] = {}
         self.duck = duckdb.connect(str(root / "peer.duckdb"))
         self.duck.execute("set threads = 2")
 
@@ -247,11 +247,10 @@ class Bench:
         """Apply one micro-batch as ``acker run``'s stream does (the position carried over from
         the schema's previous batch); return its wall time and result."""
         batch = self.spark.read.parquet(str(events))
-        schema = config.warehouse.schema
+        applier = self.appliers.setdefault(config.warehouse.schema, jobs.BatchApplier(config))
         with stopwatch() as took:
-            result = process_batch(self.spark, config, batch, batch_id, self.positions.get(schema))
+            result = applier.apply(batch, batch_id)
         assert result is not None and result.events_in, f"batch {batch_id} applied nothing"
-        self.positions[schema] = position_after(result)
         return took(), result
 
     def last_merge(self, config: Config) -> dict[str, int]:

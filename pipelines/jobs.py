@@ -37,6 +37,7 @@ from pipelines.workload import Event, WorkloadSpec, generate_workload
 __all__ = [
     "ACK_EVENTS_SCHEMA",
     "AckerError",
+    "BatchApplier",
     "IngestReport",
     "Progress",
     "RunReport",
@@ -153,7 +154,7 @@ def _start_stream(
     return query, refusals
 
 
-class _BatchApplier:
+class BatchApplier:
     """Applies the stream's micro-batches, carrying where the acker stands from one to the
     next: the run holds the writer lock, so after a committed batch the position is known
     without reading three tables again (1-3 s per small batch)."""
@@ -174,7 +175,7 @@ class _BatchApplier:
 
 
 def _process_available(spark: SparkSession, config: Config, progress: Progress | None) -> None:
-    applier = _BatchApplier(config)
+    applier = BatchApplier(config)
 
     def apply(batch: DataFrame, batch_id: int) -> None:
         result = applier.apply(batch, batch_id)
@@ -275,7 +276,7 @@ def run_continuously(
     with writer_lock(config, "run"):
         position, ticks = _resume(spark, config, progress)
         work = threading.Lock()
-        applier = _BatchApplier(config)
+        applier = BatchApplier(config)
 
         def apply(batch: DataFrame, batch_id: int) -> None:
             with work:
