@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from pipelines.config import Config, load_config
 from pipelines.jobs import open_tables
 from pipelines.session import build_session
+from pipelines.sql import sql_with_args
 from pipelines.workload import Edge
 
 __all__ = ["TreeStory", "explain_tree", "open_warehouse", "read_view", "tree_story"]
@@ -48,7 +49,7 @@ def read_view(spark: SparkSession, query: str, **params: Any) -> pd.DataFrame:
 
     Example: ``read_view(spark, "select * from tree_events where anchor_id = :a", a=42)``.
     """
-    return spark.sql(query, args=params).toPandas()
+    return sql_with_args(spark, query, params).toPandas()
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ class SparkSettings:
     """Section ``[spark]``: the session. ``conf`` holds extra Spark settings verbatim."""
 
     master: str = "local[2]"
+    # Spark Connect instead of a classic session: "local[N]" starts an embedded Connect server,
+    # "sc://host:port" uses a running one (which needs Delta and this package installed).
+    remote: str = ""
     app_name: str = "batch-acker"
     delta_jars: str = "resolve"
     jar_cache: str = ""
@@ -211,6 +214,7 @@ def _parse_spark(raw: dict[str, Any]) -> SparkSettings:
             raise ConfigError(f"spark.conf.{key} = {value!r}: must be a string, number or bool")
     settings = SparkSettings(
         master=_take("spark", raw, "master", str, d.master),
+        remote=_take("spark", raw, "remote", str, d.remote),
         app_name=_take("spark", raw, "app_name", str, d.app_name),
         delta_jars=_take("spark", raw, "delta_jars", str, d.delta_jars),
         jar_cache=_take("spark", raw, "jar_cache", str, d.jar_cache),
@@ -220,6 +224,10 @@ def _parse_spark(raw: dict[str, Any]) -> SparkSettings:
     if settings.delta_jars not in DELTA_JAR_MODES:
         raise ConfigError(
             f"spark.delta_jars = {settings.delta_jars!r}: must be one of {DELTA_JAR_MODES}"
+        )
+    if settings.remote and not settings.remote.startswith(("local", "sc://")):
+        raise ConfigError(
+            f"spark.remote = {settings.remote!r}: must be empty, 'local[N]' or 'sc://host:port'"
         )
     return settings
 

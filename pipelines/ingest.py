@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from pipelines.config import Config
 from pipelines.engine import append_idempotent
 from pipelines.errors import AckerError
-from pipelines.sql import run_sql
+from pipelines.sql import quoted_table, run_sql
 
 __all__ = [
     "ACK_EVENTS_SCHEMA",
@@ -244,8 +243,7 @@ def _file_digest(path: Path) -> str:
 
 
 def _table_version(spark: SparkSession, config: Config, table: str) -> int:
-    # Delta's DESCRIBE HISTORY grammar takes no identifier(:param); its Python API needs none.
-    row = DeltaTable.forName(spark, config.qualified(table)).history(1).first()
+    row = spark.sql(f"describe history {quoted_table(config, table)} limit 1").first()
     return -1 if row is None else int(row["version"])
 
 

@@ -6,13 +6,13 @@ Each takes ``spark`` first and a validated :class:`~pipelines.config.Config`.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
@@ -30,7 +30,8 @@ from pipelines.engine import (
 from pipelines.errors import AckerError
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
-from pipelines.sql import TABLES, run_sql
+from pipelines.session import is_connect
+from pipelines.sql import TABLES, quoted_table, run_sql
 from pipelines.tables import attach_tables, create_tables, missing_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -174,22 +175,56 @@ class BatchApplier:
         self.position = None
 
 
-def _process_available(spark: SparkSession, config: Config, progress: Progress | None) -> None:
+def _process_available(
+    spark: SparkSession, config: Config, progress: Progress | None, last_batch_id: int
+) -> None:
     applier = BatchApplier(config)
+    # Over Spark Connect the micro-batches run in a Python worker on the server, where the
+    # caller's progress cannot reach: it hears of them from the batch log once the stream ends.
+    connect = is_connect(spark)
+    report = None if connect else progress
 
     def apply(batch: DataFrame, batch_id: int) -> None:
         result = applier.apply(batch, batch_id)
-        if result is not None and progress is not None:
-            progress(result)
+        if result is not None and report is not None:
+            report(result)
 
     query, refusals = _start_stream(spark, config, apply, {"availableNow": True})
     try:
         query.awaitTermination()
-    except Exception:
+    except Exception as failure:
         # The stream wraps a refusal in its own failure; the operator needs the refusal.
         if refusals:
             raise refusals[0] from None
+        refusal = _refusal_in(str(failure))
+        if refusal is not None:
+            raise refusal from None
         raise
+    finally:
+        if connect and progress is not None:
+            for result in _committed_since(spark, config, last_batch_id):
+                progress(result)
+
+
+_REFUSAL = re.compile(r"AckerError: (.+)")
+
+
+def _refusal_in(failure: str) -> AckerError | None:
+    """The refusal a micro-batch raised on a Spark Connect server, from the stream's failure,
+    which carries only the worker's traceback as text."""
+    found = _REFUSAL.search(failure)
+    return None if found is None else AckerError(found.group(1).strip())
+
+
+def _committed_since(spark: SparkSession, config: Config, last_batch_id: int) -> list[BatchResult]:
+    """The committed micro-batches after ``last_batch_id``, from the batch log, in order."""
+    rows = (
+        spark.table(config.qualified("batches"))
+        .where((F.col("batch_id") > last_batch_id) & (F.col("status") == "committed"))
+        .orderBy("batch_id")
+        .collect()
+    )
+    return [BatchResult(**row.asDict()) for row in rows]
 
 
 def _scalar(df: DataFrame) -> Any:
@@ -254,7 +289,7 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     """
     with writer_lock(config, "run"):
         position, finished = _resume(spark, config, progress)
-        _process_available(spark, config, progress)
+        _process_available(spark, config, progress, position.last_batch_id)
         ticks = _tick(spark, config, due_ticks(spark, config), progress)
         return _run_report(spark, config, position.last_batch_id, finished + ticks)
 
@@ -273,6 +308,12 @@ def run_continuously(
     commits; one that starts later raises :class:`StopRequested` before writing anything, so
     the next run replays it. Nothing is lost or applied twice.
     """
+    if is_connect(spark):
+        raise AckerError(
+            "continuous mode needs a classic Spark session, and spark.remote = "
+            f"{config.spark.remote!r} makes a Spark Connect one: its micro-batches would run on "
+            "the server, out of reach of this run's stop and ticks; run `acker run` on a schedule"
+        )
     with writer_lock(config, "run"):
         position, ticks = _resume(spark, config, progress)
         work = threading.Lock()
@@ -388,11 +429,12 @@ def maintain(spark: SparkSession, config: Config) -> list[TableMaintenance]:
         open_tables(spark, config)
         done = []
         for table in TABLES:
-            delta = DeltaTable.forName(spark, config.qualified(table))
-            compaction = delta.optimize().executeCompaction().first()
+            name = quoted_table(config, table)
+            compaction = spark.sql(f"optimize {name}").first()
             metrics = compaction["metrics"] if compaction is not None else None
-            delta.vacuum(config.maintain.vacuum_retain_hours)
-            detail = delta.detail().first()
+            hours = config.maintain.vacuum_retain_hours
+            spark.sql(f"vacuum {name} retain {hours:f} hours").collect()
+            detail = spark.sql(f"describe detail {name}").first()
             assert detail is not None  # DESCRIBE DETAIL returns one row per table
             done.append(
                 TableMaintenance(

@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -13,7 +16,7 @@ from pyspark.sql import SparkSession
 from pipelines.config import Config
 from pipelines.jars import default_jar_cache, ensure_delta_jars
 
-__all__ = ["SESSION_DEFAULTS", "build_session", "configure_builder"]
+__all__ = ["SESSION_DEFAULTS", "build_session", "configure_builder", "is_connect"]
 
 # Settings every acker session needs, whatever the deployment.
 SESSION_DEFAULTS: dict[str, str] = {
@@ -29,6 +32,9 @@ SESSION_DEFAULTS: dict[str, str] = {
     # (10^6 seeded trees, after OPTIMIZE), and full scans of it no slower.
     "spark.sql.parquet.compression.codec": "zstd",
 }
+
+# Settings a running Spark Connect server must have been started with; a client cannot set them.
+_SERVER_ONLY = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 
 # Settings for an embedded local session, overridable from the config's [spark.conf].
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -54,10 +60,27 @@ def configure_builder(builder: SparkSession.Builder, config: Config) -> SparkSes
     """
     settings = config.spark
     builder = builder.appName(settings.app_name)
-    is_local = settings.master.startswith("local")
-    if settings.master:
-        builder = builder.master(settings.master)
     merged = dict(SESSION_DEFAULTS)
+    if settings.remote.startswith("sc://"):
+        builder = builder.remote(settings.remote)
+        for key in _SERVER_ONLY:
+            del merged[key]
+        merged.update(settings.conf)
+        for key, value in merged.items():
+            builder = builder.config(key, value)
+        return builder
+    if settings.remote:
+        # An embedded Connect server: its micro-batch functions run in Python workers, which
+        # must be this interpreter, the one with the package installed. The server starts them
+        # from PYSPARK_PYTHON alone (spark.pyspark.python does not reach them).
+        builder = builder.remote(settings.remote)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        merged["spark.log.level"] = settings.log_level
+        is_local = True
+    else:
+        is_local = settings.master.startswith("local")
+        if settings.master:
+            builder = builder.master(settings.master)
     if is_local:
         merged.update(LOCAL_DEFAULTS)
         merged["spark.sql.warehouse.dir"] = str(config.warehouse_path)
@@ -70,8 +93,18 @@ def configure_builder(builder: SparkSession.Builder, config: Config) -> SparkSes
     return builder
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client rather than a classic session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def build_session(config: Config) -> SparkSession:
     """Get (or create) the session for ``config`` with its log level applied."""
-    spark = configure_builder(SparkSession.builder, config).getOrCreate()
-    spark.sparkContext.setLogLevel(config.spark.log_level)
+    with warnings.catch_warnings():
+        # An embedded Connect server starts with every setting, then the client sets them all
+        # again on its session and warns for each static one; the server already has them.
+        warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
+        spark = configure_builder(SparkSession.builder, config).getOrCreate()
+    if not is_connect(spark):
+        spark.sparkContext.setLogLevel(config.spark.log_level)
     return spark

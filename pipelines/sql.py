@@ -1,12 +1,19 @@
 """Loads the SQL statements shipped in ``acker_sql`` and runs them with bound parameters.
 
 Every value reaches Spark as a named parameter (``:batch_id``); table names too, through
-``identifier(:pending)``, after one identifier check in the configuration. Nothing is ever
-formatted into the SQL text.
+``identifier(:pending)``, after one identifier check in the configuration. The one exception is
+Delta's own commands (OPTIMIZE, VACUUM, DESCRIBE HISTORY and DETAIL), whose grammar takes no
+``identifier(:param)``: they get the checked name back-quoted by :func:`quoted_table`.
+
+Over Spark Connect, Delta's SQL parser leaves every parameter unbound (the same Delta bug the
+session's ``parameterSubstitution.constantsOnly`` setting works around in a classic session does
+not reach the Connect server's path), so :func:`sql_with_args` renders each value as a typed SQL
+literal in the client instead.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
 from importlib import resources
@@ -15,8 +22,19 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.config import Config
+from pipelines.session import is_connect
 
-__all__ = ["TABLES", "VIEWS", "load_sql", "run_sql", "string_literal", "table_args"]
+__all__ = [
+    "TABLES",
+    "VIEWS",
+    "load_sql",
+    "quoted_table",
+    "run_sql",
+    "sql_literal",
+    "sql_with_args",
+    "string_literal",
+    "table_args",
+]
 
 # The acker's tables, in creation order, each with the SQL file that creates it.
 TABLES: dict[str, str] = {
@@ -63,6 +81,48 @@ def string_literal(value: str) -> str:
     return f"'{escaped}'"
 
 
+def sql_literal(value: object) -> str:
+    """``value`` as a Spark SQL literal of the type a bound parameter of it would have."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"({value})"
+    if isinstance(value, float) and math.isfinite(value):
+        return f"({value!r}D)"
+    if isinstance(value, str):
+        return string_literal(value)
+    raise TypeError(f"no SQL literal for {value!r} ({type(value).__name__})")
+
+
+# A comment, a quoted string or identifier (left as they are), or a named parameter.
+_LEXEME_OR_PARAMETER = re.compile(
+    r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|(?<![:\w]):([A-Za-z_]\w*)"
+)
+
+
+def _inline_args(text: str, args: dict[str, Any]) -> str:
+    def render(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return match.group(0) if name is None else sql_literal(args[name])
+
+    return _LEXEME_OR_PARAMETER.sub(render, text)
+
+
+def sql_with_args(spark: SparkSession, text: str, args: dict[str, Any]) -> DataFrame:
+    """``spark.sql(text, args=args)``; over Spark Connect with the values inlined as literals."""
+    if is_connect(spark):
+        return spark.sql(_inline_args(text, args))
+    return spark.sql(text, args=args)
+
+
+def quoted_table(config: Config, table: str) -> str:
+    """The table's qualified name with each part back-quoted, e.g. ```acker`.`pending```; every
+    part passed the configuration's identifier check."""
+    return ".".join(f"`{part}`" for part in config.qualified(table).split("."))
+
+
 def table_args(config: Config) -> dict[str, str]:
     """Named parameters for every table and view: ``{"pending": "acker.pending", ...}``."""
     return {name: config.qualified(name) for name in [*TABLES, *VIEWS]}
@@ -89,4 +149,4 @@ def run_sql(
     missing = sorted(wanted - set(available))
     if missing:
         raise KeyError(f"{name}.sql needs parameters {missing}")
-    return spark.sql(text, args={key: available[key] for key in sorted(wanted)})
+    return sql_with_args(spark, text, {key: available[key] for key in sorted(wanted)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,13 +27,18 @@ TEST_SPARK_CONF = {
 _schema_numbers = itertools.count()
 
 
+# Set by tests/test_connect.py: run the tests of this process through an embedded Spark
+# Connect server instead of a classic session.
+SPARK_REMOTE = os.environ.get("ACKER_TEST_SPARK_REMOTE", "")
+
+
 def make_config(warehouse: Path, **acker: object) -> Config:
     """A validated config for one test: its own warehouse folder and schema name."""
     return parse_config(
         {
             "acker": dict(acker),
             "warehouse": {"path": str(warehouse), "schema": f"acker_t{next(_schema_numbers)}"},
-            "spark": {"conf": TEST_SPARK_CONF},
+            "spark": {"conf": TEST_SPARK_CONF, "remote": SPARK_REMOTE},
         }
     )
 
