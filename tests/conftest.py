@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config, parse_config
-from pipelines.session import build_session
+from pipelines.session import build_session, is_connect
 from pipelines.tables import create_tables
 from tests.acker_harness import Harness
 
@@ -46,6 +46,7 @@ def make_config(warehouse: Path, **acker: object) -> Config:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session = build_session(make_config(tmp_path_factory.mktemp("session-warehouse")))
+    assert is_connect(session) == bool(SPARK_REMOTE)
     yield session
     session.stop()
 
