@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from chispa import assert_df_equality
 
-from pipelines.engine import process_batch
+from pipelines import jobs
+from pipelines.engine import BatchResult, TickResult, process_batch
 from pipelines.jobs import ACK_EVENTS_SCHEMA
 from tests.acker_harness import Harness, ack, anchor, fail, init, outcome, reset
 
@@ -45,6 +46,18 @@ def test_tree_closing_inside_one_batch(acker: Harness) -> None:
         completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=25, events=3, batch=0)]
     )
     assert acker.pending_ids() == set()
+
+
+def test_run_tells_progress_of_each_committed_batch(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0))
+    jobs.append_events(acker.spark, acker.config, [ack(A, E1, 10), init(B, E2, 20)])
+    heard: list[BatchResult | TickResult] = []
+    jobs.run(acker.spark, acker.config, heard.append)
+    assert [
+        (r.batch_id, r.status, r.events_in, r.completed, r.pending_inserted)
+        for r in heard
+        if isinstance(r, BatchResult)
+    ] == [(1, "committed", 2, 1, 1)]
 
 
 def test_tree_closing_across_two_batches(acker: Harness) -> None:
