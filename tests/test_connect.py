@@ -1,4 +1,4 @@
-"""Spark Connect: the 17 named edge cases of tests/test_scenarios.py, run in a process of their
+"""Spark Connect: the 18 named edge cases of tests/test_scenarios.py, run in a process of their
 own whose sessions are Spark Connect clients of an embedded Connect server, give the outcomes
 those tests expect; and the client-side rendering of SQL parameters that Connect needs."""
 
@@ -28,7 +28,7 @@ def test_core_scenarios_give_the_same_outcomes_over_spark_connect(tmp_path: Path
     suite = ET.parse(report).getroot().find("testsuite")
     assert suite is not None
     counts = {key: int(suite.attrib[key]) for key in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": 17, "failures": 0, "errors": 0, "skipped": 0}
+    assert counts == {"tests": 18, "failures": 0, "errors": 0, "skipped": 0}
 
 
 @pytest.mark.parametrize(

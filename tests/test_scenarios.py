@@ -3,11 +3,14 @@ checked against whole outcome tables written by hand."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from chispa import assert_df_equality
 
 from pipelines import jobs
 from pipelines.engine import BatchResult, TickResult, process_batch
+from pipelines.errors import AckerError
 from pipelines.jobs import ACK_EVENTS_SCHEMA
 from tests.acker_harness import Harness, ack, anchor, fail, init, outcome, reset
 
@@ -58,6 +61,20 @@ def test_run_tells_progress_of_each_committed_batch(acker: Harness) -> None:
         for r in heard
         if isinstance(r, BatchResult)
     ] == [(1, "committed", 2, 1, 1)]
+
+
+def test_a_lost_checkpoint_is_refused_with_the_reason_and_changes_nothing(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0))
+    acker.batch(ack(A, E1, 5), init(B, E2, 0))
+    shutil.rmtree(acker.config.checkpoint_path)
+    with pytest.raises(
+        AckerError, match=r"^micro-batch 0 is older than the last committed batch 1"
+    ):
+        jobs.run(acker.spark, acker.config)
+    assert acker.pending_ids() == {B}
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=5, events=2, batch=1)]
+    )
 
 
 def test_tree_closing_across_two_batches(acker: Harness) -> None:
