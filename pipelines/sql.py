@@ -60,7 +60,10 @@ VIEWS: dict[str, str] = {
     "pending_history": "create_pending_history_view",
 }
 
-_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+# A comment, a quoted string or identifier (left as they are), or a named parameter.
+_LEXEME_OR_PARAMETER = re.compile(
+    r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|(?<![:\w]):([A-Za-z_]\w*)"
+)
 
 
 @cache
@@ -70,9 +73,7 @@ def load_sql(name: str) -> str:
 
 
 def _parameters(text: str) -> set[str]:
-    code = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
-    code = re.sub(r"'(?:[^']|'')*'", "''", code)
-    return set(_PARAMETER.findall(code))
+    return {found[1] for found in _LEXEME_OR_PARAMETER.finditer(text) if found[1]}
 
 
 def string_literal(value: str) -> str:
@@ -94,12 +95,6 @@ def sql_literal(value: object) -> str:
     if isinstance(value, str):
         return string_literal(value)
     raise TypeError(f"no SQL literal for {value!r} ({type(value).__name__})")
-
-
-# A comment, a quoted string or identifier (left as they are), or a named parameter.
-_LEXEME_OR_PARAMETER = re.compile(
-    r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|(?<![:\w]):([A-Za-z_]\w*)"
-)
 
 
 def _inline_args(text: str, args: dict[str, Any]) -> str:
