@@ -6,6 +6,7 @@ The embedded default (no ``--conf``) is local Spark with a local Delta warehouse
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,7 @@ class AckerSettings:
     refresh: str = "reset"
     clock: str = "manual"
     tick_interval_s: float = 30.0
+    allowed_lateness_s: float = 0.0
     max_pending: int = 10_000_000
     tombstone_epochs: int = 10
     max_files_per_batch: int = 1000
@@ -157,6 +159,7 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         refresh=_take("acker", raw, "refresh", str, d.refresh),
         clock=_take("acker", raw, "clock", str, d.clock),
         tick_interval_s=_take("acker", raw, "tick_interval_s", float, d.tick_interval_s),
+        allowed_lateness_s=_take("acker", raw, "allowed_lateness_s", float, d.allowed_lateness_s),
         max_pending=_take("acker", raw, "max_pending", int, d.max_pending),
         tombstone_epochs=_take("acker", raw, "tombstone_epochs", int, d.tombstone_epochs),
         max_files_per_batch=_take("acker", raw, "max_files_per_batch", int, d.max_files_per_batch),
@@ -169,6 +172,11 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         raise ConfigError(f"acker.clock = {settings.clock!r}: must be one of {CLOCKS}")
     if settings.tick_interval_s <= 0:
         raise ConfigError(f"acker.tick_interval_s = {settings.tick_interval_s}: must be > 0")
+    if not 0 <= settings.allowed_lateness_s < math.inf:
+        raise ConfigError(
+            f"acker.allowed_lateness_s = {settings.allowed_lateness_s}: "
+            "must be a finite number >= 0"
+        )
     if settings.max_pending < 1:
         raise ConfigError(f"acker.max_pending = {settings.max_pending}: must be >= 1")
     if settings.tombstone_epochs < 0:

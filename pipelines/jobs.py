@@ -28,6 +28,7 @@ from pipelines.engine import (
     read_position,
 )
 from pipelines.errors import AckerError
+from pipelines.event_time import EventTimeStager, drain
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
@@ -175,10 +176,16 @@ class BatchApplier:
         self.position = None
 
 
+def _stream_applier(config: Config) -> BatchApplier | EventTimeStager:
+    """What the stream does with each micro-batch: apply it, or, under the event_time clock,
+    stage it for the drain that applies events in event-time order."""
+    return EventTimeStager(config) if config.acker.clock == "event_time" else BatchApplier(config)
+
+
 def _process_available(
     spark: SparkSession, config: Config, progress: Progress | None, last_batch_id: int
 ) -> None:
-    applier = BatchApplier(config)
+    applier = _stream_applier(config)
     # Over Spark Connect the micro-batches run in a Python worker on the server, where the
     # caller's progress cannot reach: it hears of them from the batch log once the stream ends.
     connect = is_connect(spark)
@@ -234,29 +241,18 @@ def _scalar(df: DataFrame) -> Any:
 
 
 def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) -> int:
-    """How many ticks the configured clock owes now (always 0 for the manual clock)."""
-    clock = config.acker.clock
-    if clock == "manual":
+    """How many ticks the processing_time clock owes now; always 0 for the manual clock, and
+    for the event_time clock, whose drain ticks as the watermark moves (pipelines.event_time)."""
+    if config.acker.clock != "processing_time":
         return 0
-    interval = config.acker.tick_interval_s
-    ticks = spark.table(config.qualified("ticks"))
-    if clock == "processing_time":
-        last_tick = _scalar(ticks.agg(F.max("ticked_at")))
-        first_batch = _scalar(spark.table(config.qualified("batches")).agg(F.min("started_at")))
-        reference: datetime | None = last_tick or first_batch
-        if reference is None:
-            return 0
-        current = now or datetime.now(UTC).replace(tzinfo=None)
-        return max(0, math.floor((current - reference).total_seconds() / interval))
-    # event_time: epoch k starts k intervals after the first event; the watermark is the
-    # latest event_time applied, so a backfill ticks exactly as the live run did.
-    events = spark.table(config.qualified("ack_events"))
-    earliest: datetime | None = _scalar(events.agg(F.min("event_time")))
-    watermark: datetime | None = _scalar(events.agg(F.max("event_time")))
-    if earliest is None or watermark is None:
+    last_tick = _scalar(spark.table(config.qualified("ticks")).agg(F.max("ticked_at")))
+    first_batch = _scalar(spark.table(config.qualified("batches")).agg(F.min("started_at")))
+    reference: datetime | None = last_tick or first_batch
+    if reference is None:
         return 0
-    target = math.floor((watermark - earliest).total_seconds() / interval)
-    return max(0, target - read_position(spark, config).epoch)
+    current = now or datetime.now(UTC).replace(tzinfo=None)
+    elapsed = (current - reference).total_seconds()
+    return max(0, math.floor(elapsed / config.acker.tick_interval_s))
 
 
 def _tick(
@@ -291,6 +287,8 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
         position, finished = _resume(spark, config, progress)
         _process_available(spark, config, progress, position.last_batch_id)
         ticks = _tick(spark, config, due_ticks(spark, config), progress)
+        if config.acker.clock == "event_time":
+            ticks += drain(spark, config, progress)
         return _run_report(spark, config, position.last_batch_id, finished + ticks)
 
 
@@ -317,13 +315,15 @@ def run_continuously(
     with writer_lock(config, "run"):
         position, ticks = _resume(spark, config, progress)
         work = threading.Lock()
-        applier = BatchApplier(config)
+        applier = _stream_applier(config)
 
         def apply(batch: DataFrame, batch_id: int) -> None:
             with work:
                 if stop.is_set():
                     raise StopRequested(f"micro-batch {batch_id} left for the next run")
                 result = applier.apply(batch, batch_id)
+                if isinstance(applier, EventTimeStager):
+                    ticks.extend(drain(spark, config, progress))
             if result is not None and progress is not None:
                 progress(result)
 
@@ -335,7 +335,7 @@ def run_continuously(
                     break
                 with work:
                     ticked = _tick(spark, config, due_ticks(spark, config), progress)
-                    if ticked:
+                    if ticked and isinstance(applier, BatchApplier):
                         applier.forget_position()
                     ticks += ticked
         finally:

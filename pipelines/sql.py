@@ -47,6 +47,7 @@ TABLES: dict[str, str] = {
     "quarantine": "create_quarantine",
     "batches": "create_batches",
     "ticks": "create_ticks",
+    "held_events": "create_held_events",
 }
 
 # The analyst views, in creation order (later ones read `outcomes`), each with its SQL file.

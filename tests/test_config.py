@@ -50,6 +50,14 @@ def test_catalog_and_schema_options_are_checked_as_identifiers(option: str, valu
         ({"acker": {"refresh": "always"}}, "acker.refresh = 'always'"),
         ({"acker": {"clock": "wall"}}, "acker.clock = 'wall'"),
         ({"acker": {"tick_interval_s": 0}}, "acker.tick_interval_s = 0.0: must be > 0"),
+        (
+            {"acker": {"allowed_lateness_s": -1}},
+            "acker.allowed_lateness_s = -1.0: must be a finite number >= 0",
+        ),
+        (
+            {"acker": {"allowed_lateness_s": float("inf")}},
+            "acker.allowed_lateness_s = inf: must be a finite number >= 0",
+        ),
         ({"acker": {"max_pending": 0}}, "acker.max_pending = 0"),
         ({"acker": {"tombstone_epochs": -1}}, "acker.tombstone_epochs = -1"),
         ({"acker": {"bucket": 3}}, "acker.bucket: unknown key"),

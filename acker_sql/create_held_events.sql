@@ -1,0 +1,21 @@
+-- create_held_events.sql
+-- What: under the event_time clock, the stream's micro-batches staged here until the watermark
+--       lets them be applied in event-time order; rows leave as the micro-batch that applies
+--       them commits. Empty under the other clocks.
+-- Who runs it: `acker init`.
+-- Parameters: :table.
+-- Invariants: a row of stream batch N is applied by an engine batch with id >= N * 2^20, in
+--             the epoch of its event_time (or the current one, if that epoch has passed).
+create table if not exists identifier(:table) (
+    anchor_id       bigint    comment 'as in ack_events',
+    event_type      string    comment 'as in ack_events',
+    xor_value       bigint    comment 'as in ack_events',
+    spout_task      int       comment 'as in ack_events',
+    source_msg_id   string    comment 'as in ack_events',
+    component       string    comment 'as in ack_events',
+    event_time      timestamp comment 'as in ack_events',
+    event_id        string    comment 'as in ack_events',
+    stream_batch_id bigint    comment 'the micro-batch of the stream over ack_events that staged it'
+)
+using delta
+comment 'batch acker: events staged by the event_time clock until their epoch comes'

@@ -1,0 +1,13 @@
+-- select_held_slice.sql
+-- What: the staged events an event_time slice applies: staged by stream batch :stream_batch_id
+--       or earlier, and with an event time in epoch :epoch or before (a null event_time is
+--       quarantined by the slice, so it goes with the first one).
+-- Who runs it: pipelines.event_time.
+-- Parameters: :held_events (table); :stream_batch_id; :epoch; :origin_us and :interval_us,
+--             the event time (microseconds since 1970) at which epoch 0 starts and the epoch's
+--             length.
+select anchor_id, event_type, xor_value, spout_task, source_msg_id, component, event_time, event_id
+from identifier(:held_events)
+where
+    stream_batch_id <= :stream_batch_id
+    and coalesce(floor((unix_micros(event_time) - :origin_us) / :interval_us), :epoch) <= :epoch

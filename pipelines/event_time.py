@@ -1,0 +1,221 @@
+"""The event_time clock: the epoch follows the watermark of ``event_time``, so a backfill of
+last week's events gives the same outcomes as processing them live.
+
+Under this clock the stream over ``ack_events`` only stages its micro-batches in
+``held_events`` (one idempotent append per stream batch). A *drain* then applies what is staged
+in event-time order, epoch by epoch:
+
+1. the watermark is the latest staged ``event_time`` minus ``allowed_lateness_s``;
+2. at the current epoch ``e``, every staged event of epoch ``e`` or earlier is applied as one
+   micro-batch of the engine (a *slice*), and leaves ``held_events`` once it has committed;
+3. while the watermark lies in a later epoch, the drain ticks and goes back to 2.
+
+Events of later epochs stay staged until the watermark reaches them. Epoch 0 starts at the
+tick interval (counted from 1970) that holds the earliest event of the first drain. An event is
+on time when its ``event_time`` is no older than the watermark of the stream batches before it;
+a later one is applied in the current epoch, as the other clocks would apply it.
+
+Exactly once: a slice's batch id is at least ``S * 2**20``, where ``S`` is the newest staged
+stream batch, and the slice holds exactly the staged rows of stream batches up to ``S`` in
+epochs up to its own. So a drain first applies again a slice a crash interrupted (the same
+rows under the same id) and removes the rows of the last committed slice if a crash came
+between its commit and their removal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines import engine
+from pipelines.config import Config
+from pipelines.engine import BatchResult, Position, TickResult, position_after, process_batch
+from pipelines.errors import AckerError
+from pipelines.sql import quoted_table, run_sql
+
+__all__ = ["SLICE_SPAN", "EventTimeStager", "drain"]
+
+SLICE_SPAN = 2**20
+"""Batch ids per stream batch: slice ids of stream batch ``S`` lie in ``[S, S + 1) * 2**20``."""
+
+_ORIGIN_PROPERTY = "batch_acker.event_time_origin_us"
+
+
+@dataclass(frozen=True)
+class _EpochScale:
+    """Where epoch 0 starts and how long an epoch lasts, in microseconds since 1970."""
+
+    origin_us: int
+    interval_us: int
+
+    def epoch_of(self, micros: int) -> int:
+        return (micros - self.origin_us) // self.interval_us
+
+
+class EventTimeStager:
+    """Stages the stream's micro-batches in ``held_events``: the event_time clock's part of
+    the stream. A stream batch staged before is skipped by Delta (idempotent append)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def apply(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        newest = _newest_staged(spark, self.config)
+        if batch_id < newest:
+            raise AckerError(
+                f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
+                f"checkpoint {self.config.checkpoint_path} was rolled back or replaced; its "
+                "events would be applied twice"
+            )
+        staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
+        engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
+
+
+def _newest_staged(spark: SparkSession, config: Config) -> int:
+    """The newest stream batch staged so far (-1 if none): from the rows still held, or from
+    the id of the newest slice, whose rows may all be applied."""
+    held = spark.table(config.qualified("held_events")).agg(F.max("stream_batch_id")).first()
+    logged = spark.table(config.qualified("batches")).agg(F.max("batch_id")).first()
+    newest_slice = -1 if logged is None or logged[0] is None else logged[0] // SLICE_SPAN
+    return max(-1 if held is None or held[0] is None else held[0], newest_slice)
+
+
+def _read_scale(spark: SparkSession, config: Config) -> _EpochScale | None:
+    properties = spark.sql(f"show tblproperties {quoted_table(config, 'held_events')}")
+    origin = [row["value"] for row in properties.collect() if row["key"] == _ORIGIN_PROPERTY]
+    return None if not origin else _EpochScale(int(origin[0]), _interval_us(config))
+
+
+def _interval_us(config: Config) -> int:
+    return max(1, round(config.acker.tick_interval_s * 1_000_000))
+
+
+def _fix_scale(spark: SparkSession, config: Config, earliest_us: int | None) -> _EpochScale:
+    """Record epoch 0 at the tick interval holding ``earliest_us`` (once, on the first drain)."""
+    interval_us = _interval_us(config)
+    origin_us = 0 if earliest_us is None else earliest_us // interval_us * interval_us
+    run_sql(spark, config, "set_event_time_origin", literals={"origin_us": str(origin_us)})
+    return _EpochScale(origin_us, interval_us)
+
+
+def _apply_slice(
+    spark: SparkSession,
+    config: Config,
+    scale: _EpochScale,
+    position: Position,
+    slice_id: int,
+) -> BatchResult | None:
+    """Apply the staged events of stream batches up to ``slice_id // SLICE_SPAN`` in epochs up
+    to the current one, as micro-batch ``slice_id``; then remove them from ``held_events``.
+    ``None`` if there are none (an epoch without events needs no micro-batch)."""
+    bounds: dict[str, Any] = {
+        "stream_batch_id": slice_id // SLICE_SPAN,
+        "epoch": position.epoch,
+        "origin_us": scale.origin_us,
+        "interval_us": scale.interval_us,
+    }
+    events = run_sql(spark, config, "select_held_slice", **bounds)
+    if events.isEmpty():
+        return None
+    result = process_batch(spark, config, events, slice_id, position)
+    run_sql(spark, config, "delete_held_slice", **bounds).collect()
+    return result
+
+
+def _remove_committed_slice(
+    spark: SparkSession, config: Config, scale: _EpochScale, position: Position
+) -> None:
+    """Remove the rows of the last committed slice, if a crash left them staged."""
+    if position.last_batch_id < SLICE_SPAN:
+        return
+    logged = (
+        spark.table(config.qualified("batches"))
+        .where((F.col("batch_id") == position.last_batch_id) & (F.col("status") == "committed"))
+        .select("epoch")
+        .first()
+    )
+    assert logged is not None  # read_position found it committed
+    run_sql(
+        spark,
+        config,
+        "delete_held_slice",
+        stream_batch_id=position.last_batch_id // SLICE_SPAN,
+        epoch=int(logged["epoch"]),
+        origin_us=scale.origin_us,
+        interval_us=scale.interval_us,
+    ).collect()
+
+
+def drain(
+    spark: SparkSession,
+    config: Config,
+    progress: Callable[[BatchResult | TickResult], None] | None = None,
+) -> list[TickResult]:
+    """Apply the staged events the watermark allows, epoch by epoch, ticking between epochs;
+    return the ticks. The caller holds the writer lock."""
+    position = engine.read_position(spark, config)
+    scale = _read_scale(spark, config)
+    ticks: list[TickResult] = []
+
+    def heard(result: BatchResult | TickResult | None) -> None:
+        if result is not None and progress is not None:
+            progress(result)
+
+    if scale is not None:
+        started = position.started_batch_id
+        if started is not None:
+            if started < SLICE_SPAN:
+                raise AckerError(
+                    f"micro-batch {started} was interrupted under another clock: run "
+                    "`acker run` with that clock to finish it before using event_time"
+                )
+            result = _apply_slice(spark, config, scale, position, started)
+            heard(result)
+            position = position if result is None else position_after(result)
+        _remove_committed_slice(spark, config, scale, position)
+    lateness_us = round(config.acker.allowed_lateness_s * 1_000_000)
+    while True:
+        held = (
+            spark.table(config.qualified("held_events"))
+            .agg(
+                F.count("*").alias("rows"),
+                F.max("stream_batch_id").alias("newest"),
+                F.min(F.unix_micros("event_time")).alias("earliest_us"),
+                F.max(F.unix_micros("event_time")).alias("latest_us"),
+            )
+            .first()
+        )
+        assert held is not None  # an aggregate without grouping returns one row
+        if held["rows"] == 0:
+            return ticks
+        if scale is None:
+            scale = _fix_scale(spark, config, held["earliest_us"])
+        latest_us = held["latest_us"]
+        watermark_epoch = (
+            position.epoch if latest_us is None else scale.epoch_of(latest_us - lateness_us)
+        )
+        slice_id = max(position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
+        if slice_id // SLICE_SPAN != held["newest"]:
+            raise AckerError(
+                f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
+                "acker.tick_interval_s or lower acker.max_files_per_batch"
+            )
+        result = _apply_slice(spark, config, scale, position, slice_id)
+        heard(result)
+        position = position if result is None else position_after(result)
+        if position.epoch >= watermark_epoch:
+            return ticks
+        (ticked,) = engine.tick(spark, config, 1, clock="event_time")
+        heard(ticked)
+        ticks.append(ticked)
+        position = Position(
+            epoch=ticked.epoch,
+            last_batch_id=position.last_batch_id,
+            started_batch_id=None,
+            unfinished_tick=None,
+        )
