@@ -35,6 +35,7 @@ from pipelines import engine
 from pipelines.config import Config
 from pipelines.engine import BatchResult, Position, TickResult, position_after, process_batch
 from pipelines.errors import AckerError
+from pipelines.faults import crash_point
 from pipelines.sql import quoted_table, run_sql
 
 __all__ = ["SLICE_SPAN", "EventTimeStager", "drain"]
@@ -74,6 +75,7 @@ class EventTimeStager:
             )
         staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
         engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
+        crash_point("stage:appended", batch_id)
 
 
 def _newest_staged(spark: SparkSession, config: Config) -> int:

@@ -16,6 +16,7 @@ __all__ = ["CRASH_ENV", "CRASH_POINTS", "crash_point"]
 CRASH_ENV = "ACKER_CRASH_AT"
 
 CRASH_POINTS = (
+    "stage:appended",
     "batch:started",
     "batch:aggregated",
     "batch:completed",
@@ -31,7 +32,8 @@ CRASH_POINTS = (
 
 
 def crash_point(step: str, ident: int) -> None:
-    """Die here if ``ACKER_CRASH_AT`` names this step (and this batch id or epoch)."""
+    """Die here if ``ACKER_CRASH_AT`` names this step (and this batch id or epoch; for
+    ``stage:`` steps, the stream's batch id)."""
     wanted = os.environ.get(CRASH_ENV)
     if not wanted:
         return

@@ -3,9 +3,12 @@ of a micro-batch and of a tick, then simply run again; every table must end as a
 run leaves it, with no tree resolved twice. Also: a random crash soak over many batches, where
 every run is a real process, and two runs started at once.
 
-Every case starts from a copy of one template warehouse: micro-batch 0 applied, the events of
-micro-batch 1 waiting in ack_events. The event-time clock makes the run that applies batch 1
-tick to epoch 2, and that tick expires trees.
+Every case starts from a copy of one template warehouse: stream batch 0 applied (epoch 1),
+the events of stream batch 1 waiting in ack_events. Under the event-time clock the run that
+applies stream batch 1 does it in two slices: epoch 1 as micro-batch 2**20, then the tick to
+epoch 2, which expires trees, then epoch 2 as micro-batch 2**20 + 1. The crashed slice and tick
+are the first ones, so a crash also interrupts the drain between slices; the crashed staging
+is that of stream batch 1, before the stream's checkpoint records it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,8 @@ from pyspark.sql import SparkSession
 from pipelines import jobs
 from pipelines.cli import main
 from pipelines.config import Config
+from pipelines.engine import BatchResult, TickResult
+from pipelines.event_time import SLICE_SPAN
 from pipelines.faults import CRASH_ENV, CRASH_POINTS
 from pipelines.tables import create_tables, schema_location
 from pipelines.workload import Event, WorkloadSpec, generate_workload
@@ -49,9 +55,10 @@ SEMANTICS = {
 }
 BATCH_POINTS = [p for p in CRASH_POINTS if p.startswith("batch:")]
 TICK_POINTS = [p for p in CRASH_POINTS if p.startswith("tick:")]
-CRASHED_BATCH, CRASHED_TICK = 1, 2
+STAGE_POINTS = [p for p in CRASH_POINTS if p.startswith("stage:")]
+CRASHED_STREAM_BATCH, CRASHED_BATCH, CRASHED_TICK = 1, SLICE_SPAN, 2
 
-DONE, STUCK, FAILING, CLOCK = 9001, 9002, 9003, 9004
+DONE, STUCK, FAILING, CLOCK, QUICK = 9001, 9002, 9003, 9004, 9005
 
 
 def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
@@ -60,12 +67,16 @@ def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
     events = generate_workload(spec)
     batches = [[e for e in events if e.batch == b] for b in range(spec.batches)]
     batches[0] += [init(DONE, 5, 0), ack(DONE, 5, 100), init(STUCK, 6, 0)]
+    # In epoch 1 with the rest of the batch, so that the crashed slice writes every output.
+    in_epoch_1 = BASE_TIME + timedelta(seconds=12)
     batches[1] += [
         ack(DONE, 5, 12_000),  # late: DONE completed in batch 0
-        Event(0, "ack", 3, None, None, "bolt", BASE_TIME, None),  # zero anchor
-        Event(FAILING, "nack", 3, None, None, "bolt", BASE_TIME, None),  # unknown type
+        Event(0, "ack", 3, None, None, "bolt", in_epoch_1, None),  # zero anchor
+        Event(FAILING, "nack", 3, None, None, "bolt", in_epoch_1, None),  # unknown type
         init(FAILING, 8, 12_000),
         fail(FAILING, 13_000),
+        init(QUICK, 7, 12_000),
+        ack(QUICK, 7, 12_500),
         init(CLOCK, 9, 25_000),  # moves the event-time watermark to epoch 2
     ]
     return batches
@@ -139,7 +150,7 @@ def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> T
 
 def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spark) -> None:  # type: ignore[no-untyped-def]
     row = jobs.status(spark, template.reference)
-    assert (row.last_batch_id, row.epoch) == (CRASHED_BATCH, CRASHED_TICK)
+    assert (row.last_batch_id, row.epoch) == (CRASHED_BATCH + 1, CRASHED_TICK)
     batch = (
         spark.table(template.reference.qualified("batches"))
         .where(f"batch_id = {CRASHED_BATCH}")
@@ -157,7 +168,8 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
     point: str, template: Template, spark: SparkSession, tmp_path: Path
 ) -> None:
     config, conf = clone(spark, template.config, tmp_path)
-    ident = CRASHED_BATCH if point in BATCH_POINTS else CRASHED_TICK
+    kind = point.split(":")[0]
+    ident = {"stage": CRASHED_STREAM_BATCH, "batch": CRASHED_BATCH, "tick": CRASHED_TICK}[kind]
     assert run_acker(conf, crash_at=f"{point}@{ident}") == -signal.SIGKILL
 
     half_done = jobs.status(spark, config)
@@ -165,7 +177,9 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
         assert half_done.started_batch_id == CRASHED_BATCH
     elif point in TICK_POINTS[:-1]:
         assert half_done.unfinished_tick == CRASHED_TICK
-    assert half_done.last_batch_id == (CRASHED_BATCH - (point in BATCH_POINTS[:-1]))
+    before = jobs.status(spark, template.config).last_batch_id
+    slice_committed = point not in BATCH_POINTS[:-1] + STAGE_POINTS
+    assert half_done.last_batch_id == (CRASHED_BATCH if slice_committed else before)
 
     # Re-run through the same CLI entry point, in this process: its session is already warm.
     assert main(["run", "--conf", str(conf)]) == 0
@@ -204,9 +218,10 @@ def test_random_crashes_over_many_batches_leave_the_uninterrupted_outcome(
         for micro_batch in step:
             append_micro_batch(spark, reference, micro_batch)
             append_micro_batch(spark, crashed, micro_batch)
-        first_batch = jobs.status(spark, reference).last_batch_id + 1
-        report = jobs.run(spark, reference)
-        candidates = [f"{p}@{first_batch + i}" for p in BATCH_POINTS for i in range(len(step))]
+        heard: list[BatchResult | TickResult] = []
+        report = jobs.run(spark, reference, heard.append)
+        slices = [r.batch_id for r in heard if isinstance(r, BatchResult)]
+        candidates = [f"{p}@{batch_id}" for p in BATCH_POINTS for batch_id in slices]
         candidates += [f"{p}@{t.epoch}" for p in TICK_POINTS[1:] for t in report.ticks]
         candidates += [
             f"{TICK_POINTS[0]}@{t.epoch}"
