@@ -4,7 +4,7 @@
 --       them commits. Empty under the other clocks.
 -- Who runs it: `acker init`.
 -- Parameters: :table.
--- Invariants: a row of stream batch N is applied by an engine batch with id >= N * 2^20, in
+-- Invariants: a row of stream batch N is applied by a micro-batch with id >= N * 2^20, in
 --             the epoch of its event_time (or the current one, if that epoch has passed).
 create table if not exists identifier(:table) (
     anchor_id       bigint    comment 'as in ack_events',

@@ -203,7 +203,7 @@ def test_two_runs_started_at_once_apply_each_batch_once(
 def test_random_crashes_over_many_batches_leave_the_uninterrupted_outcome(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    spec = WorkloadSpec(trees=120, batches=6, seed=29, start=BASE_TIME)
+    spec = WorkloadSpec(trees=80, batches=4, seed=29, start=BASE_TIME)
     batches = micro_batches(spec)
     steps = [batches[i : i + 2] for i in range(0, len(batches), 2)]
     rng = random.Random(2026)
