@@ -10,8 +10,10 @@ in event-time order, epoch by epoch:
    micro-batch of the engine (a *slice*), and leaves ``held_events`` once it has committed;
 3. while the watermark lies in a later epoch, the drain ticks and goes back to 2.
 
-Events of later epochs stay staged until the watermark reaches them. Epoch 0 starts at the
-tick interval (counted from 1970) that holds the earliest event of the first drain. An event is
+Events of later epochs stay staged until the watermark reaches them. The first drain fixes
+the scale: the tick interval (counted from 1970) that holds its earliest event is the current
+epoch, 0 on a new warehouse; rows without an event time wait in ``held_events`` until then
+(they are quarantined by the slice that takes them). An event is
 on time when its ``event_time`` is no older than the watermark of the stream batches before it;
 a later one is applied in the current epoch, as the other clocks would apply it.
 
@@ -38,7 +40,7 @@ from pipelines.errors import AckerError
 from pipelines.faults import crash_point
 from pipelines.sql import quoted_table, run_sql
 
-__all__ = ["SLICE_SPAN", "EventTimeStager", "drain"]
+__all__ = ["SLICE_SPAN", "EventTimeStager", "drain", "event_time_started"]
 
 SLICE_SPAN = 2**20
 """Batch ids per stream batch: slice ids of stream batch ``S`` lie in ``[S, S + 1) * 2**20``."""
@@ -93,14 +95,20 @@ def _read_scale(spark: SparkSession, config: Config) -> _EpochScale | None:
     return None if not origin else _EpochScale(int(origin[0]), _interval_us(config))
 
 
+def event_time_started(spark: SparkSession, config: Config) -> bool:
+    """Whether these tables have been run under the event_time clock (its scale is fixed)."""
+    return _read_scale(spark, config) is not None
+
+
 def _interval_us(config: Config) -> int:
     return max(1, round(config.acker.tick_interval_s * 1_000_000))
 
 
-def _fix_scale(spark: SparkSession, config: Config, earliest_us: int | None) -> _EpochScale:
-    """Record epoch 0 at the tick interval holding ``earliest_us`` (once, on the first drain)."""
+def _fix_scale(spark: SparkSession, config: Config, earliest_us: int, epoch: int) -> _EpochScale:
+    """Record the scale, once, on the first drain: the tick interval holding ``earliest_us``
+    is the current ``epoch`` (0, unless the warehouse ticked under another clock before)."""
     interval_us = _interval_us(config)
-    origin_us = 0 if earliest_us is None else earliest_us // interval_us * interval_us
+    origin_us = (earliest_us // interval_us - epoch) * interval_us
     run_sql(spark, config, "set_event_time_origin", literals={"origin_us": str(origin_us)})
     return _EpochScale(origin_us, interval_us)
 
@@ -168,14 +176,14 @@ def drain(
         if result is not None and progress is not None:
             progress(result)
 
-    if scale is not None:
-        started = position.started_batch_id
+    started = position.started_batch_id
+    if started is not None and started < SLICE_SPAN:
+        raise AckerError(
+            f"micro-batch {started} was interrupted under another clock: run `acker run` "
+            "with that clock to finish it before changing acker.clock to 'event_time'"
+        )
+    if scale is not None:  # every slice comes after the scale is fixed
         if started is not None:
-            if started < SLICE_SPAN:
-                raise AckerError(
-                    f"micro-batch {started} was interrupted under another clock: run "
-                    "`acker run` with that clock to finish it before using event_time"
-                )
             result = _apply_slice(spark, config, scale, position, started)
             heard(result)
             position = position if result is None else position_after(result)
@@ -196,7 +204,9 @@ def drain(
         if held["rows"] == 0:
             return ticks
         if scale is None:
-            scale = _fix_scale(spark, config, held["earliest_us"])
+            if held["earliest_us"] is None:
+                return ticks  # only rows without an event time: they wait for the first with one
+            scale = _fix_scale(spark, config, held["earliest_us"], position.epoch)
         latest_us = held["latest_us"]
         watermark_epoch = (
             position.epoch if latest_us is None else scale.epoch_of(latest_us - lateness_us)

@@ -28,7 +28,7 @@ from pipelines.engine import (
     read_position,
 )
 from pipelines.errors import AckerError
-from pipelines.event_time import EventTimeStager, drain
+from pipelines.event_time import EventTimeStager, drain, event_time_started
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
@@ -272,6 +272,12 @@ def _resume(
     (an interrupted micro-batch is finished by the stream, which replays it)."""
     open_tables(spark, config)
     position = read_position(spark, config)
+    if config.acker.clock != "event_time" and event_time_started(spark, config):
+        raise AckerError(
+            f"acker.clock = {config.acker.clock!r}, but these tables were run under the "
+            "event_time clock, whose micro-batch ids and staged events the other clocks "
+            "cannot follow: keep acker.clock = 'event_time'"
+        )
     finished = _tick(spark, config, 1, progress) if position.unfinished_tick is not None else []
     return position, finished
 

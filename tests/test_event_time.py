@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -84,6 +85,30 @@ def test_a_lost_checkpoint_is_refused_before_anything_is_staged(acker_factory) -
         jobs.run(acker.spark, acker.config)
     assert acker.pending_ids() == {A, B}
     assert acker.table("held_events").count() == 0
+
+
+def test_rows_without_an_event_time_wait_for_the_first_row_with_one(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    timeless = Event(A, "ack", E1, None, None, "bolt", None, None)
+    assert acker.batch(timeless).ticks == []
+    assert acker.table("held_events").count() == 1
+    assert acker.table("quarantine").count() == 0
+    report = acker.batch(init(B, E2, 3_000), init(C, E3, 12_000))
+    assert [t.epoch for t in report.ticks] == [1]
+    reasons = acker.table("quarantine").select("reason", "batch_id").collect()
+    assert [tuple(r) for r in reasons] == [("null_event_time", SECOND_STREAM_BATCH)]
+    stamps = acker.table("pending").select("anchor_id", "epoch").orderBy("anchor_id")
+    assert [tuple(r) for r in stamps.collect()] == [(B, 0), (C, 1)]
+
+
+def test_tables_run_under_event_time_refuse_another_clock(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    acker.batch(init(A, E1, 0))
+    manual = replace(acker.config, acker=replace(acker.config.acker, clock="manual"))
+    jobs.append_events(acker.spark, manual, [ack(A, E1, 1_000)])
+    with pytest.raises(AckerError, match=r"^acker.clock = 'manual', but these tables were run"):
+        jobs.run(acker.spark, manual)
+    assert acker.pending_ids() == {A}
 
 
 def _trees(seed: int, count: int, span_s: int) -> list[Event]:
