@@ -70,7 +70,7 @@ def test_cli_end_to_end_on_files(spark, tmp_path: Path, capsys: pytest.CaptureFi
         ),
         tmp_path / "c.parquet",
     )
-    assert "created 9 tables" in acker(capsys, "init", "--conf", conf)
+    assert "created 10 tables" in acker(capsys, "init", "--conf", conf)
     assert "ingested 3 files: 4 events into" in acker(
         capsys,
         "ingest",
