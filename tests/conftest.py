@@ -21,7 +21,10 @@ TEST_SPARK_CONF = {
     "spark.default.parallelism": "2",
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
-    "spark.driver.memory": "2g",
+    "spark.driver.memory": "3g",
+    # One session runs the whole suite over ~1,500 tables: Delta's default of 10,000 cached
+    # table logs (each holding its snapshot state) filled a 2 GB heap near the end.
+    "spark.databricks.delta.delta.log.cacheSize": "64",
 }
 
 _schema_numbers = itertools.count()
