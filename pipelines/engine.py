@@ -33,6 +33,7 @@ __all__ = [
     "Position",
     "TickResult",
     "append_idempotent",
+    "committed_batch",
     "position_after",
     "process_batch",
     "read_position",
@@ -220,7 +221,8 @@ def _check_batch_order(config: Config, position: Position, batch_id: int) -> Non
         )
 
 
-def _committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
+def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
+    """The batch log's ``committed`` row of ``batch_id`` (``None`` if it has none)."""
     return (
         spark.table(config.qualified("batches"))
         .where((F.col("batch_id") == batch_id) & (F.col("status") == "committed"))
@@ -269,7 +271,7 @@ def process_batch(
     fingerprint = str(input_row["fingerprint"])
     again = batch_id in (position.last_batch_id, position.started_batch_id)
     if batch_id == position.last_batch_id:
-        committed = _committed_batch(spark, config, batch_id)
+        committed = committed_batch(spark, config, batch_id)
         if committed["input_fingerprint"] == fingerprint:
             return None
         if committed["epoch"] != epoch:

@@ -143,12 +143,7 @@ def _remove_committed_slice(
     """Remove the rows of the last committed slice, if a crash left them staged."""
     if position.last_batch_id < SLICE_SPAN:
         return
-    logged = (
-        spark.table(config.qualified("batches"))
-        .where((F.col("batch_id") == position.last_batch_id) & (F.col("status") == "committed"))
-        .select("epoch")
-        .first()
-    )
+    logged = engine.committed_batch(spark, config, position.last_batch_id)
     assert logged is not None  # read_position found it committed
     run_sql(
         spark,
