@@ -13,9 +13,9 @@ in event-time order, epoch by epoch:
 Events of later epochs stay staged until the watermark reaches them. The first drain fixes
 the scale: the tick interval (counted from 1970) that holds its earliest event is the current
 epoch, 0 on a new warehouse; rows without an event time wait in ``held_events`` until then
-(they are quarantined by the slice that takes them). An event is
-on time when its ``event_time`` is no older than the watermark of the stream batches before it;
-a later one is applied in the current epoch, as the other clocks would apply it.
+(they are quarantined by the slice that takes them). An event is on time when its
+``event_time`` is no older than the watermark of the stream batches before it; a later one is
+applied in the current epoch, as the other clocks would apply it.
 
 Exactly once: a slice's batch id is at least ``S * 2**20``, where ``S`` is the newest staged
 stream batch, and the slice holds exactly the staged rows of stream batches up to ``S`` in
@@ -113,6 +113,17 @@ def _fix_scale(spark: SparkSession, config: Config, earliest_us: int, epoch: int
     return _EpochScale(origin_us, interval_us)
 
 
+def _slice_bounds(scale: _EpochScale, slice_id: int, epoch: int) -> dict[str, Any]:
+    """The parameters that pick slice ``slice_id``'s rows in epoch ``epoch``, for both
+    select_held_slice.sql and delete_held_slice.sql."""
+    return {
+        "stream_batch_id": slice_id // SLICE_SPAN,
+        "epoch": epoch,
+        "origin_us": scale.origin_us,
+        "interval_us": scale.interval_us,
+    }
+
+
 def _apply_slice(
     spark: SparkSession,
     config: Config,
@@ -123,12 +134,7 @@ def _apply_slice(
     """Apply the staged events of stream batches up to ``slice_id // SLICE_SPAN`` in epochs up
     to the current one, as micro-batch ``slice_id``; then remove them from ``held_events``.
     ``None`` if there are none (an epoch without events needs no micro-batch)."""
-    bounds: dict[str, Any] = {
-        "stream_batch_id": slice_id // SLICE_SPAN,
-        "epoch": position.epoch,
-        "origin_us": scale.origin_us,
-        "interval_us": scale.interval_us,
-    }
+    bounds = _slice_bounds(scale, slice_id, position.epoch)
     events = run_sql(spark, config, "select_held_slice", **bounds)
     if events.isEmpty():
         return None
@@ -145,15 +151,8 @@ def _remove_committed_slice(
         return
     logged = engine.committed_batch(spark, config, position.last_batch_id)
     assert logged is not None  # read_position found it committed
-    run_sql(
-        spark,
-        config,
-        "delete_held_slice",
-        stream_batch_id=position.last_batch_id // SLICE_SPAN,
-        epoch=int(logged["epoch"]),
-        origin_us=scale.origin_us,
-        interval_us=scale.interval_us,
-    ).collect()
+    bounds = _slice_bounds(scale, position.last_batch_id, int(logged["epoch"]))
+    run_sql(spark, config, "delete_held_slice", **bounds).collect()
 
 
 def drain(
