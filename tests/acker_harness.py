@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from pipelines.config import Config
 from pipelines.engine import tick
 from pipelines.sql import TABLES
 from pipelines.tables import table_location
-from pipelines.workload import Event
+from pipelines.workload import Event, new_id
 from tests.model import Outcome
 
 BASE_TIME = datetime(2026, 3, 1, 12, 0, 0)
@@ -192,3 +193,45 @@ class Harness:
                 ignore_nullable=True,
                 ignore_metadata=True,
             )
+
+
+def append_micro_batch(spark: SparkSession, config: Config, events: Sequence[Event]) -> None:
+    """Append as one Delta file, so the stream (one file per trigger) takes it as one batch."""
+    df = spark.createDataFrame([e.row() for e in events], jobs.ACK_EVENTS_SCHEMA).coalesce(1)
+    df.write.format("delta").mode("append").saveAsTable(config.qualified("ack_events"))
+
+
+def generated_trees(seed: int, count: int, span_s: int) -> list[Event]:
+    """Trees starting over ``span_s`` seconds, each with two acks up to 50 s after its init;
+    some fail. With 20 s epochs and 2 buckets, the slow ones time out."""
+    rng = random.Random(seed)
+    events = []
+    for _ in range(count):
+        anchor_id, edges = new_id(rng), [new_id(rng), new_id(rng)]
+        start = rng.randrange(span_s * 1000)
+        events.append(init(anchor_id, edges[0] ^ edges[1], start))
+        for edge in edges:
+            events.append(ack(anchor_id, edge, start + rng.randrange(50_000)))
+        if rng.random() < 0.1:
+            events.append(fail(anchor_id, start + rng.randrange(20_000)))
+    return events
+
+
+def live_arrivals(events: list[Event], lateness_ms: int, seed: int) -> list[list[Event]]:
+    """The events as a live run receives them: each arrives up to ``lateness_ms`` after its
+    event time, and a micro-batch takes what arrived in each 30 s."""
+    rng = random.Random(seed)
+    arrivals: dict[int, list[Event]] = {}
+    for event in events:
+        assert event.event_time is not None
+        arrival = event.event_time + timedelta(milliseconds=rng.randrange(lateness_ms + 1))
+        arrivals.setdefault((arrival - at(0)) // timedelta(seconds=30), []).append(event)
+    return [arrivals[window] for window in sorted(arrivals)]
+
+
+def settled_table(acker: Harness, table: str) -> DataFrame:
+    """A table without the columns that name micro-batches, which a backfill numbers otherwise."""
+    df = read_table(acker.spark, acker.config, table)
+    if table == "pending":  # rows of trees resolved by the last micro-batch are kept until later
+        df = df.where("outcome is null")
+    return df.drop("batch_id", "last_batch_id", "outcome_batch_id", "prev", "applied_keys")

@@ -24,9 +24,13 @@ from pipelines import jobs
 from pipelines.config import Config
 from pipelines.tables import create_tables
 from pipelines.workload import WorkloadSpec, generate_workload
-from tests.acker_harness import BASE_TIME, assert_resolved_once, assert_same_tables
+from tests.acker_harness import (
+    BASE_TIME,
+    append_micro_batch,
+    assert_resolved_once,
+    assert_same_tables,
+)
 from tests.conftest import make_config
-from tests.test_crash_recovery import append_micro_batch
 
 SPARK_HOME = Path(pyspark.__file__).parent
 MASTER_URL = "spark://127.0.0.1:7077"

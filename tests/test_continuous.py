@@ -1,6 +1,7 @@
 """`acker run --continuous` as a real process: micro-batches as events arrive, ticks on the
 processing-time clock while none arrive, one JSON line per batch and tick, and a clean stop on
-SIGTERM that neither loses nor repeats an event."""
+SIGTERM that neither loses nor repeats an event. Under the event_time clock, the same run
+leaves what a backfill of the same events leaves."""
 
 from __future__ import annotations
 
@@ -17,15 +18,20 @@ from typing import Any
 
 from chispa import assert_df_equality
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.tables import create_tables
 from tests.acker_harness import (
     Harness,
     ack,
+    append_micro_batch,
     assert_resolved_once,
+    generated_trees,
     init,
+    live_arrivals,
     outcome,
+    settled_table,
     write_conf,
 )
 from tests.conftest import make_config
@@ -133,3 +139,53 @@ def test_continuous_run_batches_ticks_and_stops_cleanly_on_sigterm(
         )
     assert acker.table("failed").count() == 0
     assert_resolved_once(spark, config)
+
+
+def test_continuous_run_under_event_time_leaves_what_a_backfill_leaves(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    semantics = {
+        "clock": "event_time",
+        "tick_interval_s": 20.0,
+        "buckets": 2,
+        "allowed_lateness_s": 15.0,
+        "max_files_per_batch": 1,  # one stream batch per arrival, as a live run would see them
+    }
+    events = generated_trees(seed=3, count=40, span_s=60)
+    backfill = Harness(spark, make_config(tmp_path / "backfill" / "warehouse", **semantics))
+    create_tables(spark, backfill.config)
+    append_micro_batch(spark, backfill.config, events)
+    jobs.run(spark, backfill.config)
+    status = jobs.status(spark, backfill.config)
+    assert min(status.completed, status.failed, status.expired) > 0 and status.epoch >= 3
+    applied = backfill.table("batches").agg(F.sum("events_in")).first()
+    assert applied is not None and applied[0] > 0
+
+    live = Harness(spark, make_config(tmp_path / "live" / "warehouse", **semantics))
+    create_tables(spark, live.config)
+    conf = write_conf(live.config, tmp_path / "acker.toml")
+    run = LoggedProcess(conf, "run", "--continuous", "--trigger-interval", "1", "--log-json")
+    arrivals = live_arrivals(events, lateness_ms=15_000, seed=4)
+    assert len(arrivals) >= 4
+    for arrival in arrivals:
+        append_micro_batch(spark, live.config, arrival)
+    run.wait_for(
+        f"{applied[0]} events applied and epoch {status.epoch}",
+        lambda r: (
+            sum(b["events_in"] for b in batches(r)) == applied[0]
+            and max((t["epoch"] for t in ticks(r)), default=0) == status.epoch
+        ),
+    )
+    run.process.send_signal(signal.SIGTERM)
+    run.process.communicate(timeout=300)
+    assert run.process.returncode == 0, run.other_lines[-20:]
+
+    tables = ["completed", "failed", "expired", "late_events", "pending", "ticks", "held_events"]
+    for table in tables:
+        assert_df_equality(
+            settled_table(live, table).drop("stream_batch_id"),
+            settled_table(backfill, table).drop("stream_batch_id"),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )

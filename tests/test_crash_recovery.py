@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +37,7 @@ from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import (
     BASE_TIME,
     ack,
+    append_micro_batch,
     assert_resolved_once,
     assert_same_tables,
     fail,
@@ -80,12 +80,6 @@ def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
         init(CLOCK, 9, 25_000),  # moves the event-time watermark to epoch 2
     ]
     return batches
-
-
-def append_micro_batch(spark: SparkSession, config: Config, events: Sequence[Event]) -> None:
-    """Append as one Delta file, so the stream (one file per trigger) takes it as one batch."""
-    df = spark.createDataFrame([e.row() for e in events], jobs.ACK_EVENTS_SCHEMA).coalesce(1)
-    df.write.format("delta").mode("append").saveAsTable(config.qualified("ack_events"))
 
 
 def clone(spark: SparkSession, source: Config, destination: Path) -> tuple[Config, Path]:

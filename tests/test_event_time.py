@@ -3,19 +3,24 @@ micro-batches they arrive in, so a backfill gives the outcomes the live run gave
 
 from __future__ import annotations
 
-import random
 import shutil
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import DataFrame
 
 from pipelines import jobs
 from pipelines.errors import AckerError
-from pipelines.workload import Event, new_id
-from tests.acker_harness import Harness, ack, at, fail, init, outcome, read_table
+from pipelines.workload import Event
+from tests.acker_harness import (
+    Harness,
+    ack,
+    generated_trees,
+    init,
+    live_arrivals,
+    outcome,
+    settled_table,
+)
 
 A, B, C = 11, 22, 33
 E1, E2, E3 = 0x1F2E3D4C5B6A7988, -0x0123456789ABCDEF, 0x7777000011112222
@@ -111,42 +116,6 @@ def test_tables_run_under_event_time_refuse_another_clock(acker_factory) -> None
     assert acker.pending_ids() == {A}
 
 
-def _trees(seed: int, count: int, span_s: int) -> list[Event]:
-    """Trees starting over ``span_s`` seconds, each with two acks up to 50 s after its init;
-    some fail. With 20 s epochs and 2 buckets, the slow ones time out."""
-    rng = random.Random(seed)
-    events = []
-    for _ in range(count):
-        anchor_id, edges = new_id(rng), [new_id(rng), new_id(rng)]
-        start = rng.randrange(span_s * 1000)
-        events.append(init(anchor_id, edges[0] ^ edges[1], start))
-        for edge in edges:
-            events.append(ack(anchor_id, edge, start + rng.randrange(50_000)))
-        if rng.random() < 0.1:
-            events.append(fail(anchor_id, start + rng.randrange(20_000)))
-    return events
-
-
-def _live_batches(events: list[Event], lateness_ms: int, seed: int) -> list[list[Event]]:
-    """The events as a live run receives them: each arrives up to ``lateness_ms`` after its
-    event time, and a micro-batch takes what arrived in each 30 s."""
-    rng = random.Random(seed)
-    arrivals: dict[int, list[Event]] = {}
-    for event in events:
-        assert event.event_time is not None
-        arrival = event.event_time + timedelta(milliseconds=rng.randrange(lateness_ms + 1))
-        arrivals.setdefault((arrival - at(0)) // timedelta(seconds=30), []).append(event)
-    return [arrivals[window] for window in sorted(arrivals)]
-
-
-def _settled(acker: Harness, table: str) -> DataFrame:
-    """A table without the columns that name micro-batches, which a backfill numbers otherwise."""
-    df = read_table(acker.spark, acker.config, table)
-    if table == "pending":  # rows of trees resolved by the last micro-batch are kept until later
-        df = df.where("outcome is null")
-    return df.drop("batch_id", "last_batch_id", "outcome_batch_id", "prev", "applied_keys")
-
-
 def test_a_backfill_equals_the_live_run(acker_factory) -> None:  # type: ignore[no-untyped-def]
     semantics = {
         "clock": "event_time",
@@ -154,9 +123,9 @@ def test_a_backfill_equals_the_live_run(acker_factory) -> None:  # type: ignore[
         "buckets": 2,
         "allowed_lateness_s": 15.0,
     }
-    events = _trees(seed=3, count=40, span_s=60)
+    events = generated_trees(seed=3, count=40, span_s=60)
     live: Harness = acker_factory(**semantics)
-    batches = _live_batches(events, lateness_ms=15_000, seed=4)
+    batches = live_arrivals(events, lateness_ms=15_000, seed=4)
     assert len(batches) >= 4
     for batch in batches:
         live.batch(*batch)
@@ -166,8 +135,8 @@ def test_a_backfill_equals_the_live_run(acker_factory) -> None:  # type: ignore[
     tables = ["completed", "failed", "expired", "late_events", "pending", "ticks"]
     for table in tables:
         assert_df_equality(
-            _settled(backfill, table),
-            _settled(live, table),
+            settled_table(backfill, table),
+            settled_table(live, table),
             ignore_row_order=True,
             ignore_nullable=True,
             ignore_metadata=True,
