@@ -230,8 +230,23 @@ def live_arrivals(events: list[Event], lateness_ms: int, seed: int) -> list[list
 
 
 def settled_table(acker: Harness, table: str) -> DataFrame:
-    """A table without the columns that name micro-batches, which a backfill numbers otherwise."""
+    """A table without the columns that name micro-batches or stream batches, which a backfill
+    numbers otherwise."""
     df = read_table(acker.spark, acker.config, table)
     if table == "pending":  # rows of trees resolved by the last micro-batch are kept until later
         df = df.where("outcome is null")
-    return df.drop("batch_id", "last_batch_id", "outcome_batch_id", "prev", "applied_keys")
+    return df.drop(
+        "batch_id", "last_batch_id", "outcome_batch_id", "stream_batch_id", "prev", "applied_keys"
+    )
+
+
+def assert_same_settled_tables(acker: Harness, reference: Harness, tables: Sequence[str]) -> None:
+    """Each of ``tables`` holds the same settled rows (:func:`settled_table`) in both ackers."""
+    for table in tables:
+        assert_df_equality(
+            settled_table(acker, table),
+            settled_table(reference, table),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )

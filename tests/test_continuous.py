@@ -27,11 +27,11 @@ from tests.acker_harness import (
     ack,
     append_micro_batch,
     assert_resolved_once,
+    assert_same_settled_tables,
     generated_trees,
     init,
     live_arrivals,
     outcome,
-    settled_table,
     write_conf,
 )
 from tests.conftest import make_config
@@ -181,11 +181,4 @@ def test_continuous_run_under_event_time_leaves_what_a_backfill_leaves(
     assert run.process.returncode == 0, run.other_lines[-20:]
 
     tables = ["completed", "failed", "expired", "late_events", "pending", "ticks", "held_events"]
-    for table in tables:
-        assert_df_equality(
-            settled_table(live, table).drop("stream_batch_id"),
-            settled_table(backfill, table).drop("stream_batch_id"),
-            ignore_row_order=True,
-            ignore_nullable=True,
-            ignore_metadata=True,
-        )
+    assert_same_settled_tables(live, backfill, tables)

@@ -7,7 +7,6 @@ import shutil
 from dataclasses import replace
 
 import pytest
-from chispa import assert_df_equality
 
 from pipelines import jobs
 from pipelines.errors import AckerError
@@ -15,11 +14,11 @@ from pipelines.workload import Event
 from tests.acker_harness import (
     Harness,
     ack,
+    assert_same_settled_tables,
     generated_trees,
     init,
     live_arrivals,
     outcome,
-    settled_table,
 )
 
 A, B, C = 11, 22, 33
@@ -133,14 +132,7 @@ def test_a_backfill_equals_the_live_run(acker_factory) -> None:  # type: ignore[
     backfill.batch(*events)
 
     tables = ["completed", "failed", "expired", "late_events", "pending", "ticks"]
-    for table in tables:
-        assert_df_equality(
-            settled_table(backfill, table),
-            settled_table(live, table),
-            ignore_row_order=True,
-            ignore_nullable=True,
-            ignore_metadata=True,
-        )
+    assert_same_settled_tables(backfill, live, tables)
     # The comparison means something: every kind of outcome happened, over several epochs.
     status = jobs.status(live.spark, live.config)
     assert min(status.completed, status.failed, status.expired) > 0
