@@ -20,6 +20,9 @@ with valid_events as (
     from classified_events as e
     left anti join batch_tombstones as t on e.anchor_id = t.anchor_id
     where e.quarantine_reason is null
+    -- One shuffle by anchor serves both aggregations below: without it the events are
+    -- shuffled per (anchor, type, value) and again per anchor (about 40% of the aggregate).
+    distribute by e.anchor_id
 ),
 
 event_keys as (
@@ -96,9 +99,12 @@ batch_agg as (
         count(*) filter (where not seen_before) as applied,
         sum(copies) as rows_in,
         sum(case when seen_before then copies else copies - 1 end) as duplicates,
+        -- sorted, so that the state does not depend on the order the plan met the events in
         coalesce(
-            collect_set(event_key) filter (
-                where event_type in ('init', 'ack', 'anchor') and not seen_before
+            array_sort(
+                collect_set(event_key) filter (
+                    where event_type in ('init', 'ack', 'anchor') and not seen_before
+                )
             ),
             array()
         ) as new_keys
