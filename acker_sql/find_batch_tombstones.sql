@@ -2,16 +2,12 @@
 -- What: the micro-batch's anchors that were resolved by an earlier batch or tick within the
 --       tombstone window; their events are late and change nothing. Outcome rows of this same
 --       batch id (an earlier attempt of it) are not tombstones: the batch recomputes them.
--- Who runs it: pipelines.engine.process_batch.
+-- Who runs it: pipelines.engine.process_batch, over the temp view `batch_anchors`.
 -- Parameters: :completed, :failed, :expired (tables); :batch_id; :min_epoch, the oldest epoch
 --             still remembered (current epoch - tombstone_epochs).
 -- Why no check against pending: a tree with a remembered outcome never re-enters pending,
 --             because its events are late for as long as the outcome is remembered.
-with batch_anchors as (
-    select distinct anchor_id from classified_events where quarantine_reason is null
-),
-
-resolved as (
+with resolved as (
     select anchor_id, 'completed' as outcome, reason, batch_id, epoch from identifier(:completed)
     union all
     select anchor_id, 'failed' as outcome, reason, batch_id, epoch from identifier(:failed)

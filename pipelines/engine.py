@@ -295,6 +295,9 @@ def process_batch(
     )
     crash_point("batch:started", batch_id)
 
+    run_sql(spark, config, "select_batch_anchors").localCheckpoint().createOrReplaceTempView(
+        "batch_anchors"
+    )
     tombstones = run_sql(
         spark,
         config,
@@ -333,7 +336,9 @@ def process_batch(
     crash_point("batch:aggregated", batch_id)
 
     late = run_sql(spark, config, "select_late_events", batch_id=batch_id)
-    late_count = late.count()
+    # Late events are rare: without tombstones there are none, and counting them would read
+    # every event of the batch again.
+    late_count = 0 if tombstones.isEmpty() else late.count()
     outputs = {
         "completed": (
             summary["completed"],
@@ -399,6 +404,7 @@ def process_batch(
     for view in (
         "batch_events",
         "classified_events",
+        "batch_anchors",
         "batch_tombstones",
         "touched_pending",
         "batch_state",
