@@ -15,6 +15,8 @@ Measurements (issue targets in brackets):
 
 1. end-to-end events/s of a micro-batch over a large pending table      [>= 10^6 events/s]
 2. floor ratio: micro-batch time / bare ``bit_xor`` GROUP BY to Parquet  [<= 2]
+   and, beside it, the dedup floor: the least the duplicate rule costs (one row per anchor, type
+   and value, then ``bit_xor`` and the sorted key set per anchor, to Parquet)
 3. state scaling: one batch size against growing pending tables          [<= 1.3]
 4. small-batch latency: median and p95 of small micro-batches           [median <= 2 s]
 5. state size: bytes on disk per pending anchor after ``acker maintain`` [<= 40 B]
@@ -276,6 +278,28 @@ class Bench:
             )
         return took()
 
+    def dedup_floor(self, events: Path) -> float:
+        """The bare aggregate with the duplicate rule: one row per (anchor, type, value), then
+        ``bit_xor`` and the sorted set of event keys per anchor, written to Parquet. No acker
+        can drop re-deliveries for less: every event must meet its tree's other events."""
+        out = self.root / "dedup_floor"
+        with stopwatch() as took:
+            (
+                self.spark.read.parquet(str(events))
+                .select("anchor_id", "event_type", "xor_value")
+                .distinct()
+                .groupBy("anchor_id")
+                .agg(
+                    F.bit_xor("xor_value").alias("checksum"),
+                    F.array_sort(F.collect_set(F.xxhash64("event_type", "xor_value"))).alias(
+                        "keys"
+                    ),
+                )
+                .write.mode("overwrite")
+                .parquet(str(out))
+            )
+        return took()
+
     # --- the peer ---------------------------------------------------------------------
 
     def peer_seed(self, config: Config) -> None:
@@ -361,6 +385,7 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     after_warm_up = bench.unused_seeded
     bench.micro_batch(main, warm_up, batch_id)
     bench.floor(warm_up)
+    bench.dedup_floor(warm_up)
     bench.peer_batch(warm_up)
     batch_id += 1
     log("warm-up batch done")
@@ -370,6 +395,7 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         ours, result = bench.micro_batch(main, path, batch_id)
         batch_id += 1
         floor = bench.floor(path)
+        dedup_floor = bench.dedup_floor(path)
         peer, peer_counts = bench.peer_batch(path)
         row = {
             "events": events,
@@ -378,6 +404,8 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
             "events_per_s": round(events / ours),
             "floor_s": round(floor, 3),
             "floor_ratio": round(ours / floor, 2),
+            "dedup_floor_s": round(dedup_floor, 3),
+            "dedup_floor_ratio": round(dedup_floor / floor, 2),
             "duckdb_s": round(peer, 3),
             "ours_over_duckdb": round(ours / peer, 2),
             "completed": result.completed,
@@ -474,12 +502,13 @@ def print_table(figures: Figures) -> None:
     print("\nend-to-end (pending {:,})".format(figures.end_to_end[0]["pending"]))
     print(
         f"{'events':>12} {'batch s':>9} {'events/s':>11} {'floor s':>8} {'ratio':>6}"
-        f" {'duckdb s':>9} {'ours/duckdb':>11}"
+        f" {'dedup s':>8} {'dedup/floor':>11} {'duckdb s':>9} {'ours/duckdb':>11}"
     )
     for row in figures.end_to_end:
         print(
             f"{row['events']:>12,} {row['micro_batch_s']:>9.2f} {row['events_per_s']:>11,}"
-            f" {row['floor_s']:>8.2f} {row['floor_ratio']:>6.2f} {row['duckdb_s']:>9.2f}"
+            f" {row['floor_s']:>8.2f} {row['floor_ratio']:>6.2f} {row['dedup_floor_s']:>8.2f}"
+            f" {row['dedup_floor_ratio']:>11.2f} {row['duckdb_s']:>9.2f}"
             f" {row['ours_over_duckdb']:>11.2f}"
         )
     print("\nstate scaling")
@@ -513,6 +542,7 @@ def chart(figures: Figures, path: Path) -> None:
     for key, label in (
         ("micro_batch_s", "acker micro-batch"),
         ("floor_s", "bare bit_xor GROUP BY (floor)"),
+        ("dedup_floor_s", "with the duplicate rule (dedup floor)"),
         ("duckdb_s", "DuckDB peer"),
     ):
         by_batch.plot(events, [row[key] for row in figures.end_to_end], marker="o", label=label)

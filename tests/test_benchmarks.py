@@ -32,6 +32,7 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     for row in figures["end_to_end"]:
         assert row["events"] >= 0.9 * min(sizes["batch_events"])
         assert row["micro_batch_s"] > 0 and row["floor_s"] > 0 and row["duckdb_s"] > 0
+        assert row["dedup_floor_s"] > 0
         assert row["completed"] > 0 and row["failed"] > 0 and row["overflowed"] == 0
         # a fifth of the trees continue seeded ones: the MERGE updates rows as well
         assert row["merge_updated"] > 0 and row["merge_inserted"] > 0
