@@ -4,5 +4,6 @@
 --              find_batch_tombstones and select_touched_pending.
 -- Parameters: none.
 -- Why its own step: both lookups need these anchors, and each computing them shuffled every
---     event of the batch again (about 4 s of a 10^7-event batch).
+--     event of the batch again (this, with no late count for a batch without tombstones,
+--     saved about 3 s of a 10^7-event batch).
 select distinct anchor_id from classified_events where quarantine_reason is null
