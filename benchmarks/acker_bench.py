@@ -44,7 +44,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -267,37 +267,33 @@ class Bench:
 
     def floor(self, events: Path) -> float:
         """The bare aggregate: ``bit_xor`` per anchor of the same events, written to Parquet."""
-        out = self.root / "floor"
-        with stopwatch() as took:
-            (
-                self.spark.read.parquet(str(events))
-                .groupBy("anchor_id")
-                .agg(F.bit_xor("xor_value").alias("checksum"))
-                .write.mode("overwrite")
-                .parquet(str(out))
-            )
-        return took()
+        return self.time_to_parquet(
+            self.spark.read.parquet(str(events))
+            .groupBy("anchor_id")
+            .agg(F.bit_xor("xor_value").alias("checksum")),
+            "floor",
+        )
 
     def dedup_floor(self, events: Path) -> float:
         """The bare aggregate with the duplicate rule: one row per (anchor, type, value), then
         ``bit_xor`` and the sorted set of event keys per anchor, written to Parquet. No acker
         can drop re-deliveries for less: every event must meet its tree's other events."""
-        out = self.root / "dedup_floor"
+        return self.time_to_parquet(
+            self.spark.read.parquet(str(events))
+            .select("anchor_id", "event_type", "xor_value")
+            .distinct()
+            .groupBy("anchor_id")
+            .agg(
+                F.bit_xor("xor_value").alias("checksum"),
+                F.array_sort(F.collect_set(F.xxhash64("event_type", "xor_value"))).alias("keys"),
+            ),
+            "dedup_floor",
+        )
+
+    def time_to_parquet(self, df: DataFrame, name: str) -> float:
+        """Seconds to compute ``df`` and write it as Parquet under ``name`` in the bench root."""
         with stopwatch() as took:
-            (
-                self.spark.read.parquet(str(events))
-                .select("anchor_id", "event_type", "xor_value")
-                .distinct()
-                .groupBy("anchor_id")
-                .agg(
-                    F.bit_xor("xor_value").alias("checksum"),
-                    F.array_sort(F.collect_set(F.xxhash64("event_type", "xor_value"))).alias(
-                        "keys"
-                    ),
-                )
-                .write.mode("overwrite")
-                .parquet(str(out))
-            )
+            df.write.mode("overwrite").parquet(str(self.root / name))
         return took()
 
     # --- the peer ---------------------------------------------------------------------
