@@ -132,6 +132,7 @@ def test_cli_end_to_end_on_files(spark, tmp_path: Path, capsys: pytest.CaptureFi
     ]
 
 
+@pytest.mark.fast
 def test_bad_config_exits_2_with_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

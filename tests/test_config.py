@@ -8,6 +8,8 @@ import pytest
 
 from pipelines.config import Config, ConfigError, load_config, parse_config
 
+pytestmark = pytest.mark.fast
+
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
 

@@ -42,16 +42,19 @@ def test_core_scenarios_give_the_same_outcomes_over_spark_connect(tmp_path: Path
         ("it's", "'it\\'s'"),
     ],
 )
+@pytest.mark.fast
 def test_sql_literal_renders_each_parameter_type(value: object, literal: str) -> None:
     assert sql_literal(value) == literal
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("value", [float("nan"), b"bytes", [1, 2]])
 def test_sql_literal_refuses_values_it_cannot_render(value: object) -> None:
     with pytest.raises(TypeError, match="no SQL literal"):
         sql_literal(value)
 
 
+@pytest.mark.fast
 def test_inlined_parameters_leave_comments_strings_identifiers_and_casts_alone() -> None:
     text = "select x::int, ':a', `b:a`, :a -- :a\nfrom identifier(:t) where y = :b"
     assert _inline_args(text, {"a": 7, "t": "s.t", "b": "z"}) == (
@@ -59,6 +62,7 @@ def test_inlined_parameters_leave_comments_strings_identifiers_and_casts_alone()
     )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("remote", ["http://host:15002", "yarn"])
 def test_a_remote_that_is_neither_local_nor_sc_is_refused(remote: str) -> None:
     with pytest.raises(ConfigError, match=f"spark.remote = '{remote}'"):

@@ -39,12 +39,14 @@ def resolve(value: str, bundle: dict[str, Any]) -> str:
     return re.sub(r"\$\{var\.(\w+)\}", lambda m: str(variables[m.group(1)]), value)
 
 
+@pytest.mark.fast
 def test_bundle_references_only_defined_variables(bundle: dict[str, Any]) -> None:
     used = set(re.findall(r"\$\{var\.(\w+)\}", (ROOT / "databricks.yml").read_text()))
     assert used <= set(bundle["variables"]), used - set(bundle["variables"])
     assert {"catalog", "schema"} <= used
 
 
+@pytest.mark.fast
 def test_bundle_jobs_call_the_entry_point_with_a_conf_that_loads(bundle: dict[str, Any]) -> None:
     jobs = bundle["resources"]["jobs"]
     assert set(jobs) == {"batch_acker_run", "batch_acker_maintain"}
@@ -111,6 +113,7 @@ def dags(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.fast
 def test_dags_import_under_airflow_one_run_at_a_time_without_catchup(dags: dict[str, Any]) -> None:
     assert dags["dag_id"] == "batch_acker_run"
     assert set(dags["dags"]) == {"batch_acker_run", "batch_acker_maintain"}

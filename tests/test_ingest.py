@@ -108,6 +108,7 @@ STREAMS = st.lists(
 )
 
 
+@pytest.mark.fast
 @settings(max_examples=150, deadline=None)
 @given(stream=STREAMS)
 def test_every_json_line_is_read_or_named_bad(
@@ -125,6 +126,7 @@ def test_every_json_line_is_read_or_named_bad(
     assert_read_as_expected(rows, stream)
 
 
+@pytest.mark.fast
 @settings(max_examples=150, deadline=None)
 @given(stream=STREAMS)
 def test_every_csv_line_is_read_or_named_bad(

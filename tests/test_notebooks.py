@@ -44,6 +44,7 @@ def printed(cell: Any) -> str:
     return "".join(out.get("text", "") for out in cell.outputs if out.output_type == "stream")
 
 
+@pytest.mark.fast
 def test_notebooks_are_committed_without_outputs() -> None:
     committed = [p for p in NOTEBOOKS.glob("*.ipynb") if not p.name.endswith(".executed.ipynb")]
     assert len(committed) == 3

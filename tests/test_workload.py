@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
+
 from pipelines.workload import WorkloadSpec, generate_edges, generate_workload
 from tests.model import AckerModel
+
+pytestmark = pytest.mark.fast
 
 SPEC = WorkloadSpec(trees=800, batches=4, seed=11)
 
