@@ -1,9 +1,13 @@
 -- select_expired.sql
--- What: the pending trees a tick expires: stamped with an epoch e such that e + buckets <= the
---       new epoch. Reason timeout, or no_init when the init never came.
+-- What: the pending trees that a run of ticks, from the current epoch to :target, expires. A tree
+--       stamped with epoch e expires at the tick that makes the epoch e + buckets, so each row
+--       carries that tick's epoch (never before the first tick of the run). Reason timeout, or
+--       no_init when the init never came.
 -- Who runs it: pipelines.engine.tick.
--- Parameters: :pending (table); :cutoff = new epoch - buckets; :epoch, the new epoch;
---             :last_batch_id.
+-- Parameters: :pending (table); :first_epoch and :target, the epochs the run's first and last
+--             ticks make current; :buckets; :last_batch_id.
+-- Why one statement for many ticks: no batch runs between the ticks of one run, so no stamp
+--     changes between them and each tree's expiry tick follows from its stamp alone.
 select
     anchor_id,
     spout_task,
@@ -15,7 +19,7 @@ select
     timestampdiff(millisecond, first_event_time, last_event_time) as latency_ms,
     event_count,
     cast(:last_batch_id as bigint) as batch_id,
-    cast(:epoch as bigint) as epoch,
+    greatest(epoch + :buckets, cast(:first_epoch as bigint)) as epoch,
     current_timestamp() as resolved_at
 from identifier(:pending)
-where outcome is null and epoch <= :cutoff
+where outcome is null and epoch + :buckets <= :target

@@ -15,7 +15,7 @@ a crash finishes it without duplicating or losing a row:
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,17 +72,6 @@ BATCHES_SCHEMA = T.StructType(
             "pending_inserted",
             "pending_removed",
         )
-    ]
-)
-
-TICKS_SCHEMA = T.StructType(
-    [
-        T.StructField("epoch", T.LongType()),
-        T.StructField("ticked_at", T.TimestampType()),
-        T.StructField("clock", T.StringType()),
-        T.StructField("expired_timeout", T.LongType()),
-        T.StructField("expired_no_init", T.LongType()),
-        T.StructField("last_batch_id", T.LongType()),
     ]
 )
 
@@ -416,58 +405,62 @@ def process_batch(
 def tick(
     spark: SparkSession, config: Config, count: int = 1, clock: str = "manual"
 ) -> list[TickResult]:
-    """Advance the epoch ``count`` times, expiring what each tick makes too old.
+    """Advance the epoch ``count`` times in one pass, expiring what each tick makes too old;
+    return one result per tick.
 
     An entry stamped with epoch ``e`` expires at the tick that makes the epoch ``e + buckets``
-    (``RotatingMap.rotate()``), into ``expired`` with reason ``timeout`` or ``no_init``. A tick
-    interrupted earlier is finished first and counts as one of the ``count``.
+    (``RotatingMap.rotate()``), into ``expired`` with reason ``timeout`` or ``no_init`` and that
+    tick's epoch. No micro-batch runs between the ticks of one call, so ``count`` ticks cost
+    about what one does. A run of ticks interrupted earlier is finished whole first, and the
+    epochs it reaches count toward ``count``.
     """
+    position = read_position(spark, config)
+    if position.started_batch_id is not None:
+        raise AckerError(
+            f"micro-batch {position.started_batch_id} was interrupted before it committed: "
+            "run `acker run` to finish it before ticking"
+        )
+    target = position.epoch + count
     results = []
-    for _ in range(count):
-        position = read_position(spark, config)
-        if position.started_batch_id is not None:
-            raise AckerError(
-                f"micro-batch {position.started_batch_id} was interrupted before it committed: "
-                "run `acker run` to finish it before ticking"
-            )
-        results.append(_tick_once(spark, config, position, clock))
+    if position.unfinished_tick is not None:
+        results = _tick_to(spark, config, position, position.unfinished_tick, clock)
+        position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
+    if target > position.epoch:
+        results += _tick_to(spark, config, position, target, clock)
     return results
 
 
-def _tick_once(spark: SparkSession, config: Config, position: Position, clock: str) -> TickResult:
-    new_epoch = position.epoch + 1
-    cutoff = new_epoch - config.acker.buckets
+def _tick_to(
+    spark: SparkSession, config: Config, position: Position, target: int, clock: str
+) -> list[TickResult]:
+    """Tick from ``position.epoch`` to ``target``. Every write carries the run's first new
+    epoch as its Delta ``txnVersion``, so a run finished after a crash, which starts from the
+    same epoch, skips what the first attempt committed."""
+    first_epoch = position.epoch + 1
     expired = run_sql(
         spark,
         config,
         "select_expired",
-        cutoff=cutoff,
-        epoch=new_epoch,
+        first_epoch=first_epoch,
+        target=target,
+        buckets=config.acker.buckets,
         last_batch_id=position.last_batch_id,
     ).localCheckpoint()
     if not expired.isEmpty():
-        append_idempotent(expired, config, "expired", "tick", new_epoch)
-        crash_point("tick:expired", new_epoch)
-    _run_idempotent(spark, config, "tick", new_epoch, "delete_expired", cutoff=cutoff)
-    crash_point("tick:deleted", new_epoch)
-    # Counted from the table: a re-run after a crash finds nothing left in pending to expire.
-    reasons = {
-        row["reason"]: row["count"]
-        for row in spark.table(config.qualified("expired"))
-        .where(F.col("epoch") == new_epoch)
-        .groupBy("reason")
-        .count()
-        .collect()
-    }
-    result = TickResult(
-        epoch=new_epoch,
-        ticked_at=_now(),
+        append_idempotent(expired, config, "expired", "tick", first_epoch)
+        crash_point("tick:expired", target)
+    cutoff = target - config.acker.buckets
+    _run_idempotent(spark, config, "tick", first_epoch, "delete_expired", cutoff=cutoff)
+    crash_point("tick:deleted", target)
+    log = run_sql(
+        spark,
+        config,
+        "select_ticks",
+        first_epoch=first_epoch,
+        target=target,
         clock=clock,
-        expired_timeout=int(reasons.get("timeout", 0)),
-        expired_no_init=int(reasons.get("no_init", 0)),
         last_batch_id=position.last_batch_id,
-    )
-    log = spark.createDataFrame([tuple(asdict(result).values())], TICKS_SCHEMA)
-    append_idempotent(log, config, "ticks", "tick", new_epoch)
-    crash_point("tick:committed", new_epoch)
-    return result
+    ).localCheckpoint()
+    append_idempotent(log, config, "ticks", "tick", first_epoch)
+    crash_point("tick:committed", target)
+    return sorted((TickResult(**row.asDict()) for row in log.collect()), key=lambda t: t.epoch)

@@ -8,7 +8,8 @@ in event-time order, epoch by epoch:
 1. the watermark is the latest staged ``event_time`` minus ``allowed_lateness_s``;
 2. at the current epoch ``e``, every staged event of epoch ``e`` or earlier is applied as one
    micro-batch of the engine (a *slice*), and leaves ``held_events`` once it has committed;
-3. while the watermark lies in a later epoch, the drain ticks and goes back to 2.
+3. while the watermark lies in a later epoch, the drain ticks, in one pass, to the next epoch
+   that holds staged events (or the watermark's, if sooner), and goes back to 2.
 
 Events of later epochs stay staged until the watermark reaches them. The first drain fixes
 the scale: the tick interval (counted from 1970) that holds its earliest event is the current
@@ -87,6 +88,12 @@ def _newest_staged(spark: SparkSession, config: Config) -> int:
     logged = spark.table(config.qualified("batches")).agg(F.max("batch_id")).first()
     newest_slice = -1 if logged is None or logged[0] is None else logged[0] // SLICE_SPAN
     return max(-1 if held is None or held[0] is None else held[0], newest_slice)
+
+
+def _earliest_us(held: DataFrame) -> int | None:
+    """The earliest event time in ``held``, in microseconds since 1970 (``None`` if none)."""
+    row = held.agg(F.min(F.unix_micros("event_time"))).first()
+    return None if row is None else row[0]
 
 
 def _read_scale(spark: SparkSession, config: Config) -> _EpochScale | None:
@@ -216,11 +223,18 @@ def drain(
         position = position if result is None else position_after(result)
         if position.epoch >= watermark_epoch:
             return ticks
-        (ticked,) = engine.tick(spark, config, 1, clock="event_time")
-        heard(ticked)
-        ticks.append(ticked)
+        # Straight to the next epoch that has staged events: the epochs between have no
+        # micro-batch, and their ticks are one pass.
+        next_us = _earliest_us(spark.table(config.qualified("held_events")))
+        target = watermark_epoch
+        if next_us is not None:
+            target = min(target, max(position.epoch + 1, scale.epoch_of(next_us)))
+        ticked = engine.tick(spark, config, target - position.epoch, clock="event_time")
+        for done in ticked:
+            heard(done)
+        ticks += ticked
         position = Position(
-            epoch=ticked.epoch,
+            epoch=target,
             last_batch_id=position.last_batch_id,
             started_batch_id=None,
             unfinished_tick=None,

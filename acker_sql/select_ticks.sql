@@ -1,0 +1,34 @@
+-- select_ticks.sql
+-- What: the ticks table's rows for a run of ticks, one per epoch from :first_epoch to :target,
+--       with the trees each expired, counted from the expired table so that a run finished
+--       after a crash counts the rows its first attempt wrote.
+-- Who runs it: pipelines.engine.tick, after the expired rows are written.
+-- Parameters: :expired (table); :first_epoch; :target; :clock; :last_batch_id.
+with epochs as (
+    select explode(sequence(cast(:first_epoch as bigint), cast(:target as bigint))) as epoch
+),
+
+expiries as (
+    select
+        epoch,
+        count_if(reason = 'timeout') as expired_timeout,
+        count_if(reason = 'no_init') as expired_no_init
+    from identifier(:expired)
+    where epoch between :first_epoch and :target
+    group by epoch
+),
+
+final as (
+    select
+        e.epoch,
+        current_timestamp() as ticked_at,
+        cast(:clock as string) as clock,
+        coalesce(x.expired_timeout, 0) as expired_timeout,
+        coalesce(x.expired_no_init, 0) as expired_no_init,
+        cast(:last_batch_id as bigint) as last_batch_id
+    from epochs as e
+    left join expiries as x on e.epoch = x.epoch
+)
+
+select * from final
+order by epoch
