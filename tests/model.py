@@ -188,11 +188,12 @@ class AckerModel:
         resolved_ids = {o.anchor_id for _, o in resolutions}
         removed = len(resolved_ids & live_at_start)
         candidates = sorted(
-            (a for a in new_anchors if a not in resolved_ids),
+            (a for a in new_anchors if a not in resolved_ids and self.pending[a].has_init),
             key=lambda a: (self.pending[a].first_time, a),
             reverse=True,
         )
-        excess = len(live_at_start) - removed + len(candidates) - self.max_pending
+        waiting = len(new_anchors - resolved_ids) - len(candidates)  # no init: never failed
+        excess = len(live_at_start) - removed + waiting + len(candidates) - self.max_pending
         for anchor in candidates[: max(0, excess)]:
             entry = self.pending[anchor]
             resolutions.append(("failed", self._outcome(anchor, entry, "overflow", batch_id)))

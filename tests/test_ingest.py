@@ -314,6 +314,31 @@ def test_the_capacity_guard_fails_exactly_the_newest_new_trees(acker_factory) ->
     assert [r[0] for r in overflowed] == [1, 1]
 
 
+def test_the_capacity_guard_never_fails_a_tree_without_its_init(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(max_pending=2)
+    acker.batch(init(101, 7, 0), init(-104, 9, 0), ack(102, 5, 1000), init(103, 0, 2000))
+    # 102, the newest new tree, has no init: it waits, and counts toward max_pending; of the
+    # trees with their init, 101 and -104 are as new, and 101 goes by the larger anchor id.
+    acker.assert_outcomes(
+        completed=[
+            outcome(103, "acked", init_ms=2000, first_ms=2000, last_ms=2000, events=1, batch=0)
+        ],
+        failed=[outcome(101, "overflow", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0)],
+    )
+    assert acker.pending_ids() == {-104, 102}
+    acker.batch(init(102, 5, 3000))
+    acker.assert_outcomes(
+        completed=[
+            outcome(103, "acked", init_ms=2000, first_ms=2000, last_ms=2000, events=1, batch=0),
+            outcome(102, "acked", init_ms=3000, first_ms=1000, last_ms=3000, events=2, batch=1),
+        ],
+        failed=[outcome(101, "overflow", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0)],
+    )
+    assert acker.table("late_events").count() == 0
+    queue = acker.table("replay_queue").select("spout_task", "source_msg_id", "anchor_id")
+    assert [tuple(r) for r in queue.collect()] == [(1, "m101", 101)]
+
+
 def test_the_readme_recipe_re_processes_quarantined_rows(
     acker: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
