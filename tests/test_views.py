@@ -145,6 +145,16 @@ def test_replay_queue_lists_what_spouts_must_re_emit_newest_first(history: Any) 
     assert_view(queue, expected, ordered=True)
 
 
+def test_replay_queue_lists_a_tree_whose_init_came_after_it_expired(acker: Harness) -> None:
+    acker.batch(ack(A, E1, 0))
+    acker.tick(3)  # A expires with reason no_init: no spout is known to wait for it yet
+    assert acker.table("replay_queue").count() == 0
+    acker.batch(init(A, E1 ^ E2, 100, task=4), ack(B, E3, 200))
+    queue = acker.table("replay_queue").drop("resolved_at")
+    expected = rows(acker.spark, queue, (4, f"m{A}", A, "expired", "no_init", at(100), 0, 3))
+    assert_view(queue, expected)
+
+
 def test_tree_events_show_the_running_checksum_and_redeliveries(history: Any) -> None:
     acker, _ = history
     events = (
