@@ -21,6 +21,7 @@ Measurements (issue targets in brackets):
 4. small-batch latency: median and p95 of small micro-batches           [median <= 2 s]
 5. state size: bytes on disk per pending anchor after ``acker maintain`` [<= 40 B]
 6. peer: the same core logic in DuckDB on the same Parquet events, as a ratio to ours
+7. overdue ticks: 100 ticks in one call against one tick, over the same pending table  [<= 2]
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class Sizes:
     small_batch: int
     small_runs: int
     scaling_runs: int
+    tick_pending: int
+    overdue_ticks: int
 
 
 DEFAULT_SIZES = Sizes(
@@ -85,6 +88,8 @@ DEFAULT_SIZES = Sizes(
     small_batch=10**4,
     small_runs=10,
     scaling_runs=2,
+    tick_pending=10**6,
+    overdue_ticks=100,
 )
 QUICK_SIZES = Sizes(
     batch_events=(10**3, 10**4),
@@ -94,6 +99,8 @@ QUICK_SIZES = Sizes(
     small_batch=10**3,
     small_runs=3,
     scaling_runs=1,
+    tick_pending=10**3,
+    overdue_ticks=100,
 )
 
 
@@ -108,6 +115,7 @@ class Figures:
     state_scaling: list[dict[str, Any]] = field(default_factory=list)
     small_batches: dict[str, Any] = field(default_factory=dict)
     state_size: dict[str, Any] = field(default_factory=dict)
+    ticks: dict[str, Any] = field(default_factory=dict)
     targets: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -202,13 +210,13 @@ class Bench:
 
     # --- the acker --------------------------------------------------------------------
 
-    def new_acker(self, pending: int) -> Config:
+    def new_acker(self, pending: int, buckets: int = 3) -> Config:
         """A fresh schema in the warehouse with ``pending`` trees waiting for their acks."""
         self.schemas += 1
         config = parse_config(
             {
                 # far above any seeded state: the capacity guard must not fail new trees here
-                "acker": {"max_pending": 10**9},
+                "acker": {"max_pending": 10**9, "buckets": buckets},
                 "warehouse": {"path": str(self.root / "warehouse"), "schema": f"b{self.schemas}"},
                 "spark": {"conf": dict(BENCH_SPARK_CONF)},
             }
@@ -466,6 +474,32 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         shutil.rmtree(bench.root / "warehouse" / f"{config.warehouse.schema}.db")
 
 
+def measure_ticks(bench: Bench, sizes: Sizes, figures: Figures) -> None:
+    """One tick, three times, then ``overdue_ticks`` ticks in one call (what a scheduled run
+    owes after a pause), over the same pending table. Its trees live more ticks than the
+    runs make, so none expires: both scan ``pending`` and write the same outputs but for the
+    number of tick rows."""
+    config = bench.new_acker(sizes.tick_pending, buckets=sizes.overdue_ticks + 10)
+    one = []
+    for _ in range(3):
+        with stopwatch() as took:
+            jobs.tick(bench.spark, config, 1)
+        one.append(took())
+    with stopwatch() as took:
+        ticked = jobs.tick(bench.spark, config, sizes.overdue_ticks)
+    assert len(ticked) == sizes.overdue_ticks
+    figures.ticks = {
+        "pending": sizes.tick_pending,
+        "one_tick_s": round(statistics.median(one), 3),
+        "one_tick_times_s": [round(t, 3) for t in one],
+        "overdue_ticks": sizes.overdue_ticks,
+        "overdue_s": round(took(), 3),
+        "overdue_ratio": round(took() / statistics.median(one), 2),
+    }
+    log(f"ticks {figures.ticks}")
+    shutil.rmtree(bench.root / "warehouse" / f"{config.warehouse.schema}.db")
+
+
 def judge(figures: Figures) -> None:
     """Compare the figures with the targets of the benchmark suite."""
     largest = max(figures.end_to_end, key=lambda row: row["events"])
@@ -482,6 +516,12 @@ def judge(figures: Figures) -> None:
         ),
         ("small-batch median seconds", figures.small_batches["median_s"], "<=", 2.0),
         ("bytes per pending anchor", figures.state_size["bytes_per_anchor"], "<=", 40),
+        (
+            f"{figures.ticks['overdue_ticks']} overdue ticks / one tick",
+            figures.ticks["overdue_ratio"],
+            "<=",
+            2.0,
+        ),
     ]
     figures.targets = [
         {
@@ -520,6 +560,11 @@ def print_table(figures: Figures) -> None:
     print(
         f"state size: {size['bytes']:,} bytes for {size['pending_rows']:,} pending trees,"
         f" {size['bytes_per_anchor']} bytes per anchor"
+    )
+    ticks = figures.ticks
+    print(
+        f"ticks over {ticks['pending']:,} pending: one {ticks['one_tick_s']:.2f} s,"
+        f" {ticks['overdue_ticks']} in one call {ticks['overdue_s']:.2f} s"
     )
     print("\ntargets")
     for target in figures.targets:
@@ -590,7 +635,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     figures.machine["spark"] = spark.version
     try:
-        measure(Bench(spark, work), sizes, figures)
+        bench = Bench(spark, work)
+        measure(bench, sizes, figures)
+        measure_ticks(bench, sizes, figures)
     finally:
         spark.stop()
     judge(figures)

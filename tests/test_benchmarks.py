@@ -50,6 +50,9 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         f"time(pending {largest:,}) / time(pending {smallest:,})",
         "small-batch median seconds",
         "bytes per pending anchor",
+        f"{sizes['overdue_ticks']} overdue ticks / one tick",
     ]
+    assert figures["ticks"]["pending"] == sizes["tick_pending"]
+    assert figures["ticks"]["overdue_s"] > 0 and figures["ticks"]["one_tick_s"] > 0
     assert (tmp_path / "quick.png").stat().st_size > 10_000
     assert "targets" in done.stdout

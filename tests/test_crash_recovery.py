@@ -183,6 +183,24 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
     assert_resolved_once(spark, config)
 
 
+@pytest.mark.parametrize("point", TICK_POINTS[:-1])
+def test_a_run_of_ticks_killed_then_run_again_equals_the_uninterrupted_run(
+    point: str, template: Template, spark: SparkSession, tmp_path: Path
+) -> None:
+    reference, _ = clone(spark, template.config, tmp_path / "reference")
+    jobs.tick(spark, reference, 4)
+    config, conf = clone(spark, template.config, tmp_path / "crashed")
+    target = jobs.status(spark, config).epoch + 4
+    code, err = finish(acker_process(conf, "tick", "4", crash_at=f"{point}@{target}"))
+    assert code == -signal.SIGKILL, err[-3000:]
+    assert jobs.status(spark, config).unfinished_tick is not None
+
+    assert main(["tick", "4", "--conf", str(conf)]) == 0
+    assert jobs.status(spark, config).epoch == target
+    assert_same_tables(spark, config, reference)
+    assert_resolved_once(spark, config)
+
+
 def test_two_runs_started_at_once_apply_each_batch_once(
     template: Template, spark: SparkSession, tmp_path: Path
 ) -> None:
