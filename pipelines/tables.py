@@ -34,19 +34,8 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
     spark.catalog.setCurrentDatabase(config.warehouse.schema)
 
 
-# Session conf key (one per schema) marking a session whose catalog has every table and view
-# attached: later jobs in the same session skip the catalog look-ups and the seven CREATE VIEW
-# statements (about 1 s per `acker run` in a long-lived session).
-_ATTACHED = "batch_acker.attached"
-
-
-def attach_tables(spark: SparkSession, config: Config) -> list[str]:
-    """Register the warehouse's existing tables, and the views over them, in this session;
-    return the acker tables still missing (none once the warehouse is initialised)."""
-    marker = f"{_ATTACHED}.{config.qualified_schema}"
-    if spark.conf.get(marker, None) == str(config.warehouse_path):
-        _use_schema(spark, config)
-        return []
+def attach_tables(spark: SparkSession, config: Config) -> None:
+    """Register the warehouse's existing tables, and the views over them, in this session."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
@@ -64,21 +53,18 @@ def attach_tables(spark: SparkSession, config: Config) -> list[str]:
         if not spark.catalog.tableExists(name) and (folder / "_delta_log").is_dir():
             spark.catalog.createTable(name, path=str(folder), source="delta")
     _use_schema(spark, config)
-    missing = missing_tables(spark, config)
-    if not missing:
+    if not missing_tables(spark, config):
         _create_views(spark, config)
-        spark.conf.set(marker, str(config.warehouse_path))
-    return missing
 
 
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
     """Create every table that does not exist yet (``acker init``); return the ones created."""
-    created = attach_tables(spark, config)
+    attach_tables(spark, config)
+    created = missing_tables(spark, config)
     for table in created:
         run_sql(spark, config, TABLES[table], table=config.qualified(table))
     if created:  # otherwise attach_tables has already made the views
         _create_views(spark, config)
-        spark.conf.set(f"{_ATTACHED}.{config.qualified_schema}", str(config.warehouse_path))
     return created
 
 
