@@ -12,6 +12,7 @@ import json
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
 from contextlib import nullcontext
 from datetime import date, datetime
@@ -33,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--warehouse", metavar="DIR", help="override warehouse.path")
     common.add_argument("--catalog", metavar="NAME", help="override warehouse.catalog")
     common.add_argument("--schema", metavar="NAME", help="override warehouse.schema")
+    common.add_argument("--quiet", action="store_true", help="no progress on stderr, only failures")
+    common.add_argument(
+        "--debug", action="store_true", help="on failure, print the stack trace as well"
+    )
     parser = argparse.ArgumentParser(
         prog="acker",
         description="Storm's XOR tuple-tree acker as micro-batches on Spark and Delta Lake.",
@@ -185,10 +190,32 @@ def _log_progress(result: Any, as_json: bool) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class _StatusLine:
+    """Progress lines on stderr. On a terminal, a line starting with spaces (a count that keeps
+    growing, such as rows read) is rewritten in place until the next plain line."""
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+        self.open = False
+
+    def __call__(self, line: str) -> None:
+        if self.live and line.startswith(" "):
+            sys.stderr.write("\r\x1b[2K" + line.strip())
+            self.open = True
+        else:
+            sys.stderr.write(("\r\x1b[2K" if self.open else "") + line + "\n")
+            self.open = False
+        sys.stderr.flush()
+
+
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
     from pipelines.session import build_session
 
+    say = None if args.quiet else _StatusLine()
+    progress = (
+        None if args.quiet else partial(_log_progress, as_json=getattr(args, "log_json", False))
+    )
     spark = build_session(config)
     if args.verb == "init":
         created = jobs.init(spark, config)
@@ -202,7 +229,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             config,
             args.paths,
             fmt=args.format,
-            progress=lambda line: print(line, file=sys.stderr),
+            progress=say,
         )
         new_files = ingested.files - ingested.skipped_files
         print(
@@ -211,7 +238,6 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             f"{ingested.skipped_files} files already ingested, skipped"
         )
     elif args.verb == "run":
-        progress = partial(_log_progress, as_json=args.log_json)
         if args.continuous:
             if args.trigger_interval <= 0:
                 raise ConfigError(f"--trigger-interval = {args.trigger_interval}: must be > 0")
@@ -241,7 +267,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         rows = [tuple(row) for row in (df.limit(limit) if limit else df).collect()]
         _print_rows(df.columns, rows, args.format)
     elif args.verb == "demo":
-        print(_summary(config, jobs.demo(spark, config)))
+        print(_summary(config, jobs.demo(spark, config, progress=progress, say=say)))
     elif args.verb == "maintain":
         for table in jobs.maintain(spark, config):
             print(
@@ -261,9 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with writer_lock(config, args.verb) if args.verb in _WRITERS else nullcontext():
             _dispatch(args, config)
     except ConfigError as error:
+        if args.debug:
+            traceback.print_exc()
         print(f"acker: config error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # one line for the operator; Spark's own trace went to the log
+        if args.debug:
+            traceback.print_exc()
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"acker {args.verb}: {type(error).__name__}: {first_line}", file=sys.stderr)
         return 1

@@ -454,18 +454,40 @@ def maintain(spark: SparkSession, config: Config) -> list[TableMaintenance]:
         return done
 
 
-def demo(spark: SparkSession, config: Config, spec: WorkloadSpec | None = None) -> Status:
+def demo(
+    spark: SparkSession,
+    config: Config,
+    spec: WorkloadSpec | None = None,
+    progress: Progress | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Status:
     """Generate a workload (if the warehouse has no events yet), process it batch by batch
-    with a tick after each, then tick until every unfinished tree has expired."""
+    with a tick after each, then tick until every unfinished tree has expired.
+
+    ``say`` hears each step as it starts, ``progress`` every micro-batch and tick as it commits.
+    """
+
+    def step(line: str) -> None:
+        if say is not None:
+            say(line)
+
+    def tick_and_tell(count: int) -> None:
+        for result in tick(spark, config, count):
+            if progress is not None:
+                progress(result)
+
     with writer_lock(config, "demo"):
         init(spark, config)
         spec = spec or WorkloadSpec(trees=5000, batches=4, seed=2026)
         if spark.table(config.qualified("ack_events")).isEmpty():
+            step(f"generating {spec.trees} tuple trees, in {spec.batches} chunks of events")
             events = generate_workload(spec)
             for batch in range(spec.batches):
-                append_events(spark, config, (e for e in events if e.batch == batch))
-                run(spark, config)
-                tick(spark, config, 1)
-        run(spark, config)
-        tick(spark, config, config.acker.buckets)
+                appended = append_events(spark, config, (e for e in events if e.batch == batch))
+                step(f"chunk {batch + 1}/{spec.batches}: {appended} events appended to ack_events")
+                run(spark, config, progress)
+                tick_and_tell(1)
+        run(spark, config, progress)
+        step(f"ticking {config.acker.buckets} times: every tree still pending expires")
+        tick_and_tell(config.acker.buckets)
         return status(spark, config)

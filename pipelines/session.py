@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
@@ -35,6 +39,14 @@ SESSION_DEFAULTS: dict[str, str] = {
 
 # Settings a running Spark Connect server must have been started with; a client cannot set them.
 _SERVER_ONLY = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
+
+# Spark's log for the sessions the acker starts: errors only, from the JVM's first line, so no
+# start-up notice reaches the terminal (Spark's own default logs at INFO until told otherwise).
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+# Spark's launcher always opens the JVM's incubating vector module, and the JVM announces it on
+# stderr before any logging starts; the line says nothing to a user of the acker.
+_JVM_NOTICE = b"WARNING: Using incubator modules"
 
 # Settings for an embedded local session, overridable from the config's [spark.conf].
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -81,9 +93,13 @@ def configure_builder(builder: SparkSession.Builder, config: Config) -> SparkSes
         is_local = settings.master.startswith("local")
         if settings.master:
             builder = builder.master(settings.master)
+    merged["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
     if is_local:
         merged.update(LOCAL_DEFAULTS)
         merged["spark.sql.warehouse.dir"] = str(config.warehouse_path)
+        # A local session talks only to itself; without this Spark warns that the hostname
+        # resolves to a loopback address, and asks for exactly this setting.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     merged.update(settings.conf)
     if settings.delta_jars == "resolve":
         cache = Path(settings.jar_cache).expanduser() if settings.jar_cache else default_jar_cache()
@@ -98,9 +114,33 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+@contextmanager
+def _jvm_notice_dropped() -> Iterator[None]:
+    """While a JVM starts, route stderr through a pipe that forwards every line but the JVM's
+    start-up notice; the JVM keeps the pipe as its stderr, so the forwarding lasts as it does."""
+    read_end, write_end = os.pipe()
+    terminal = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(terminal, 2)
+        os.close(terminal)
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:
+                if not line.startswith(_JVM_NOTICE):
+                    os.write(2, line)
+
+    threading.Thread(target=forward, name="jvm-stderr", daemon=True).start()
+
+
 def build_session(config: Config) -> SparkSession:
     """Get (or create) the session for ``config`` with its log level applied."""
-    with warnings.catch_warnings():
+    launches_jvm = not config.spark.remote.startswith("sc://") and SparkContext._gateway is None
+    with warnings.catch_warnings(), _jvm_notice_dropped() if launches_jvm else nullcontext():
         # An embedded Connect server starts with every setting, then the client sets them all
         # again on its session and warns for each static one; the server already has them.
         warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)

@@ -339,12 +339,12 @@ def test_the_capacity_guard_never_fails_a_tree_without_its_init(acker_factory) -
     assert [tuple(r) for r in queue.collect()] == [(1, "m101", 101)]
 
 
-def test_the_readme_recipe_re_processes_quarantined_rows(
+def test_the_documented_recipe_re_processes_quarantined_rows(
     acker: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    recipe = re.search(r'acker sql "(insert into ack_events.*?)"\n', readme, re.DOTALL)
-    assert recipe is not None, "the README's re-processing example is gone"
+    operations = (Path(__file__).parent.parent / "docs" / "operations.md").read_text()
+    recipe = re.search(r'acker sql "(insert into ack_events.*?)"\n', operations, re.DOTALL)
+    assert recipe is not None, "the re-processing example of docs/operations.md is gone"
     init_without_task = Event(40, "init", 6, None, "m40", "spout", at(0), None)
     acker.batch(init_without_task, ack(40, 6, 5))
     assert [r["reason"] for r in acker.table("quarantine").collect()] == ["init_without_spout_task"]
