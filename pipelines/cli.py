@@ -107,7 +107,7 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> No
             out.write(json.dumps({c: _plain(v) for c, v in zip(columns, row, strict=True)}) + "\n")
         return
     if fmt == "csv":
-        writer = csv.writer(out)
+        writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows([[_plain(v) for v in row] for row in rows])
         return
@@ -223,7 +223,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_path}"
         )
     elif args.verb == "ingest":
-        jobs.open_tables(spark, config)
+        jobs.open_tables(spark, config, views=False)
         ingested = jobs.ingest(
             spark,
             config,

@@ -34,6 +34,7 @@ __all__ = [
     "TickResult",
     "append_idempotent",
     "committed_batch",
+    "interrupted_tick",
     "position_after",
     "process_batch",
     "read_position",
@@ -129,17 +130,24 @@ def _app_id(config: Config, kind: str) -> str:
     return f"batch-acker/{config.qualified_schema}/{kind}"
 
 
+def interrupted_tick(epoch: int, last_expired_epoch: int | None) -> int | None:
+    """The epoch a run of ticks was heading for when it stopped before its last write: expired
+    rows beyond the current epoch are written only by such a run."""
+    if last_expired_epoch is not None and last_expired_epoch > epoch:
+        return last_expired_epoch
+    return None
+
+
 def read_position(spark: SparkSession, config: Config) -> Position:
     """Read the current epoch, the last committed batch and any work left half-done."""
     row = run_sql(spark, config, "read_position").first()
     assert row is not None
     epoch = int(row["epoch"])
-    last_expired = row["last_expired_epoch"]
     return Position(
         epoch=epoch,
         last_batch_id=int(row["last_batch_id"]),
         started_batch_id=row["started_batch_id"],
-        unfinished_tick=last_expired if last_expired is not None and last_expired > epoch else None,
+        unfinished_tick=interrupted_tick(epoch, row["last_expired_epoch"]),
     )
 
 

@@ -23,6 +23,7 @@ from pipelines.engine import (
     BatchResult,
     Position,
     TickResult,
+    interrupted_tick,
     position_after,
     process_batch,
     read_position,
@@ -98,9 +99,10 @@ def init(spark: SparkSession, config: Config) -> list[str]:
         return create_tables(spark, config)
 
 
-def open_tables(spark: SparkSession, config: Config) -> None:
-    """Attach an existing warehouse, or stop with a clear message if it was never initialised."""
-    attach_tables(spark, config)
+def open_tables(spark: SparkSession, config: Config, views: bool = True) -> None:
+    """Attach an existing warehouse (with its views unless ``views`` is false), or stop with a
+    clear message if it was never initialised."""
+    attach_tables(spark, config, views)
     missing = missing_tables(spark, config)
     if missing:
         raise AckerError(
@@ -270,7 +272,7 @@ def _resume(
 ) -> tuple[Position, list[TickResult]]:
     """Attach the tables, read where the acker stands, and finish a tick a crash interrupted
     (an interrupted micro-batch is finished by the stream, which replays it)."""
-    open_tables(spark, config)
+    open_tables(spark, config, views=False)
     position = read_position(spark, config)
     if config.acker.clock != "event_time" and event_time_started(spark, config):
         raise AckerError(
@@ -382,38 +384,18 @@ def _run_report(
 def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult]:
     """Advance the epoch ``count`` times by hand (``acker tick N``), holding the writer lock."""
     with writer_lock(config, "tick"):
-        open_tables(spark, config)
+        open_tables(spark, config, views=False)
         return engine.tick(spark, config, count)
 
 
 def status(spark: SparkSession, config: Config) -> Status:
     """Headline numbers: epoch, last committed batch, pending and outcome counts."""
     open_tables(spark, config)
-    position = read_position(spark, config)
-
-    def count(table: str) -> int:
-        return spark.table(config.qualified(table)).count()
-
-    headline = run_sql(spark, config, "summarize_outcomes").first()
-    assert headline is not None  # a query of scalar subqueries returns one row
-
-    return Status(
-        epoch=position.epoch,
-        last_batch_id=position.last_batch_id,
-        started_batch_id=position.started_batch_id,
-        unfinished_tick=position.unfinished_tick,
-        pending=spark.table(config.qualified("pending")).where("outcome is null").count(),
-        completed=count("completed"),
-        failed=count("failed"),
-        expired=count("expired"),
-        late_events=count("late_events"),
-        quarantined=count("quarantine"),
-        events=count("ack_events"),
-        latency_p50_ms=headline["latency_p50_ms"],
-        latency_p99_ms=headline["latency_p99_ms"],
-        replay_queue=headline["replay_queue"],
-        oldest_pending_epochs=headline["oldest_pending_epochs"],
-    )
+    row = run_sql(spark, config, "summarize_status").first()
+    assert row is not None  # a query of scalar subqueries returns one row
+    figures = row.asDict()
+    unfinished = interrupted_tick(row["epoch"], figures.pop("last_expired_epoch"))
+    return Status(**figures, unfinished_tick=unfinished)
 
 
 @dataclass(frozen=True)
@@ -432,7 +414,7 @@ def maintain(spark: SparkSession, config: Config) -> list[TableMaintenance]:
     ``maintain.vacuum_retain_hours`` needs (VACUUM). Holds the writer lock, so no batch runs
     meanwhile; readers of older versions within the retention are unaffected."""
     with writer_lock(config, "maintain"):
-        open_tables(spark, config)
+        open_tables(spark, config, views=False)
         done = []
         for table in TABLES:
             name = quoted_table(config, table)

@@ -34,8 +34,9 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
     spark.catalog.setCurrentDatabase(config.warehouse.schema)
 
 
-def attach_tables(spark: SparkSession, config: Config) -> None:
-    """Register the warehouse's existing tables, and the views over them, in this session."""
+def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> None:
+    """Register the warehouse's existing tables in this session, and the views over them unless
+    ``views`` is false (jobs that only write read no view: 7 statements spared)."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
@@ -53,7 +54,7 @@ def attach_tables(spark: SparkSession, config: Config) -> None:
         if not spark.catalog.tableExists(name) and (folder / "_delta_log").is_dir():
             spark.catalog.createTable(name, path=str(folder), source="delta")
     _use_schema(spark, config)
-    if not missing_tables(spark, config):
+    if views and not missing_tables(spark, config):
         _create_views(spark, config)
 
 

@@ -24,7 +24,7 @@ from pipelines.workload import WorkloadSpec, generate_workload
 ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND_LANGUAGES = {"sh", "shell", "bash", "console", "python"}
-FENCE = re.compile(r"^( *)```(\S*)(.*)\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^( *)```(\S*)([^\n]*)\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 ACKER_COMMAND = re.compile(r"(?:^[ \t]*|\$ |\./dev )acker ([a-z]+)([^\n]*)", re.MULTILINE)
 TOUR_TEST = "test_the_readme_tour_prints_what_it_shows"
 # What the tour's output shows in place of the folder it ran in.
@@ -166,6 +166,7 @@ def tour() -> list[tuple[str, str]]:
             command = []
         else:
             steps[-1] = (steps[-1][0], steps[-1][1] + line)
+    assert len(steps) >= 5, f"the README's tour has {len(steps)} commands"
     return steps
 
 
