@@ -26,6 +26,8 @@ from pipelines.lock import writer_lock
 __all__ = ["main"]
 
 _WRITERS = {"init", "run", "tick", "demo", "maintain"}
+# Verbs that run a few small queries and exit: their JVM is tuned to start fast.
+_SHORT_LIVED = {"status", "sql"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -216,7 +218,9 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     progress = (
         None if args.quiet else partial(_log_progress, as_json=getattr(args, "log_json", False))
     )
-    spark = build_session(config)
+    if say is not None and args.verb == "demo":
+        say(f"starting Spark ({config.spark.remote or config.spark.master})")
+    spark = build_session(config, short_lived=args.verb in _SHORT_LIVED)
     if args.verb == "init":
         created = jobs.init(spark, config)
         print(

@@ -459,6 +459,7 @@ def demo(
                 progress(result)
 
     with writer_lock(config, "demo"):
+        step(f"creating the tables of {config.qualified_schema} in {config.warehouse_path}")
         init(spark, config)
         spec = spec or WorkloadSpec(trees=5000, batches=4, seed=2026)
         if spark.table(config.qualified("ack_events")).isEmpty():

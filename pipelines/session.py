@@ -44,6 +44,12 @@ _SERVER_ONLY = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 # start-up notice reaches the terminal (Spark's own default logs at INFO until told otherwise).
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
+# For a process that runs a few small queries and exits (`acker status`, `acker sql`): the JIT's
+# first tier only and the serial collector start the JVM and its first queries about 30% sooner
+# (status on the demo warehouse: session 10.8 -> 8.7 s, first reads of Delta tables 16 -> 11 s);
+# a long run would lose more in throughput than it gains, so only these verbs ask for it.
+SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 # Spark's launcher always opens the JVM's incubating vector module, and the JVM announces it on
 # stderr before any logging starts; the line says nothing to a user of the acker.
 _JVM_NOTICE = b"WARNING: Using incubator modules"
@@ -65,8 +71,11 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
-def configure_builder(builder: SparkSession.Builder, config: Config) -> SparkSession.Builder:
-    """Apply the acker's Spark and Delta settings to ``builder`` and return it.
+def configure_builder(
+    builder: SparkSession.Builder, config: Config, short_lived: bool = False
+) -> SparkSession.Builder:
+    """Apply the acker's Spark and Delta settings to ``builder`` and return it; ``short_lived``
+    tunes a JVM it starts for a few small queries.
 
     Example: ``spark = configure_builder(SparkSession.builder, load_config()).getOrCreate()``.
     """
@@ -93,7 +102,10 @@ def configure_builder(builder: SparkSession.Builder, config: Config) -> SparkSes
         is_local = settings.master.startswith("local")
         if settings.master:
             builder = builder.master(settings.master)
-    merged["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+    if short_lived:
+        java_options += " " + SHORT_LIVED_JVM_OPTIONS
+    merged["spark.driver.extraJavaOptions"] = java_options
     if is_local:
         merged.update(LOCAL_DEFAULTS)
         merged["spark.sql.warehouse.dir"] = str(config.warehouse_path)
@@ -137,14 +149,15 @@ def _jvm_notice_dropped() -> Iterator[None]:
     threading.Thread(target=forward, name="jvm-stderr", daemon=True).start()
 
 
-def build_session(config: Config) -> SparkSession:
-    """Get (or create) the session for ``config`` with its log level applied."""
+def build_session(config: Config, short_lived: bool = False) -> SparkSession:
+    """Get (or create) the session for ``config`` with its log level applied; ``short_lived``:
+    see :func:`configure_builder`."""
     launches_jvm = not config.spark.remote.startswith("sc://") and SparkContext._gateway is None
     with warnings.catch_warnings(), _jvm_notice_dropped() if launches_jvm else nullcontext():
         # An embedded Connect server starts with every setting, then the client sets them all
         # again on its session and warns for each static one; the server already has them.
         warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
-        spark = configure_builder(SparkSession.builder, config).getOrCreate()
+        spark = configure_builder(SparkSession.builder, config, short_lived).getOrCreate()
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(config.spark.log_level)
     return spark
