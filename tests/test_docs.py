@@ -18,6 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.cli import _parser, main
+from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import LOCAL_DEFAULTS, SESSION_DEFAULTS
 from pipelines.workload import WorkloadSpec, generate_workload
 
@@ -128,16 +129,7 @@ def test_every_block_of_commands_is_run_by_a_test_or_marked_illustrative(doc: Pa
 @pytest.mark.fast
 def test_the_example_events_are_the_simulated_workload() -> None:
     written = (ROOT / "examples" / "events.jsonl").read_text().splitlines()
-    columns = [
-        "anchor_id",
-        "event_type",
-        "xor_value",
-        "spout_task",
-        "source_msg_id",
-        "component",
-        "event_time",
-        "event_id",
-    ]
+    columns = ACK_EVENTS_SCHEMA.fieldNames()
     expected = []
     for event in generate_workload(EXAMPLE_SPEC):
         row = dict(zip(columns, event.row(), strict=True))
