@@ -67,7 +67,9 @@ class LoggedProcess:
                 self.other_lines.append(line)
 
     def wait_for(self, what: str, test: Callable[[list[dict[str, Any]]], bool]) -> None:
-        deadline = time.monotonic() + 300
+        # A wait for a condition, not a timing: on two busy cores (another worker's processes
+        # beside this one) the event_time run took over 300 s to apply 124 events.
+        deadline = time.monotonic() + 900
         while not test(self.records):
             assert self.process.poll() is None, f"exited early: {self.other_lines[-20:]}"
             assert time.monotonic() < deadline, f"no {what} in {self.records}"
