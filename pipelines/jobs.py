@@ -34,7 +34,7 @@ from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, quoted_table, run_sql
-from pipelines.tables import attach_tables, create_tables, missing_tables
+from pipelines.tables import attach_tables, create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
 __all__ = [
@@ -102,8 +102,7 @@ def init(spark: SparkSession, config: Config) -> list[str]:
 def open_tables(spark: SparkSession, config: Config, views: bool = True) -> None:
     """Attach an existing warehouse (with its views unless ``views`` is false), or stop with a
     clear message if it was never initialised."""
-    attach_tables(spark, config, views)
-    missing = missing_tables(spark, config)
+    missing = attach_tables(spark, config, views)
     if missing:
         raise AckerError(
             f"warehouse {config.warehouse.path} has no table {config.qualified(missing[0])}: "

@@ -40,8 +40,8 @@ SESSION_DEFAULTS: dict[str, str] = {
 # Settings a running Spark Connect server must have been started with; a client cannot set them.
 _SERVER_ONLY = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 
-# Spark's log for the sessions the acker starts: errors only, from the JVM's first line, so no
-# start-up notice reaches the terminal (Spark's own default logs at INFO until told otherwise).
+# Spark's log for the sessions the acker starts, from the JVM's first line: warnings only, and not
+# the start-up ones, so no notice reaches the terminal (Spark's own default logs at INFO).
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 # For a process that runs a few small queries and exits (`acker status`, `acker sql`): the JIT's

@@ -34,9 +34,10 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
     spark.catalog.setCurrentDatabase(config.warehouse.schema)
 
 
-def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> None:
+def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> list[str]:
     """Register the warehouse's existing tables in this session, and the views over them unless
-    ``views`` is false (jobs that only write read no view: 7 statements spared)."""
+    ``views`` is false (jobs that only write read no view: 7 statements spared); return the
+    acker tables still missing (none once the warehouse is initialised)."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
@@ -54,14 +55,15 @@ def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> No
         if not spark.catalog.tableExists(name) and (folder / "_delta_log").is_dir():
             spark.catalog.createTable(name, path=str(folder), source="delta")
     _use_schema(spark, config)
-    if views and not missing_tables(spark, config):
+    missing = missing_tables(spark, config)
+    if views and not missing:
         _create_views(spark, config)
+    return missing
 
 
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
     """Create every table that does not exist yet (``acker init``); return the ones created."""
-    attach_tables(spark, config)
-    created = missing_tables(spark, config)
+    created = attach_tables(spark, config)
     for table in created:
         run_sql(spark, config, TABLES[table], table=config.qualified(table))
     if created:  # otherwise attach_tables has already made the views
