@@ -92,12 +92,12 @@ DEFAULT_SIZES = Sizes(
     overdue_ticks=100,
 )
 QUICK_SIZES = Sizes(
-    batch_events=(10**3, 10**4),
+    batch_events=(10**3,),
     main_pending=10**4,
     scaling_batch=10**3,
     scaling_pending=(10**3, 5 * 10**3),
     small_batch=10**3,
-    small_runs=3,
+    small_runs=2,
     scaling_runs=1,
     tick_pending=10**3,
     overdue_ticks=100,

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 from pipelines import jobs
 from pipelines.cli import main
 from pipelines.config import Config
-from pipelines.engine import BatchResult, TickResult
+from pipelines.engine import BatchResult, TickResult, read_position
 from pipelines.event_time import SLICE_SPAN
 from pipelines.faults import CRASH_ENV, CRASH_POINTS
 from pipelines.tables import create_tables, schema_location
@@ -143,7 +143,7 @@ def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> T
 
 
 def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spark) -> None:  # type: ignore[no-untyped-def]
-    row = jobs.status(spark, template.reference)
+    row = read_position(spark, template.reference)
     assert (row.last_batch_id, row.epoch) == (CRASHED_BATCH + 1, CRASHED_TICK)
     batch = (
         spark.table(template.reference.qualified("batches"))
@@ -166,18 +166,18 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
     ident = {"stage": CRASHED_STREAM_BATCH, "batch": CRASHED_BATCH, "tick": CRASHED_TICK}[kind]
     assert run_acker(conf, crash_at=f"{point}@{ident}") == -signal.SIGKILL
 
-    half_done = jobs.status(spark, config)
+    half_done = read_position(spark, config)
     if point in BATCH_POINTS[:-1]:
         assert half_done.started_batch_id == CRASHED_BATCH
     elif point in TICK_POINTS[:-1]:
         assert half_done.unfinished_tick == CRASHED_TICK
-    before = jobs.status(spark, template.config).last_batch_id
+    before = read_position(spark, template.config).last_batch_id
     slice_committed = point not in BATCH_POINTS[:-1] + STAGE_POINTS
     assert half_done.last_batch_id == (CRASHED_BATCH if slice_committed else before)
 
     # Re-run through the same CLI entry point, in this process: its session is already warm.
     assert main(["run", "--conf", str(conf)]) == 0
-    recovered = jobs.status(spark, config)
+    recovered = read_position(spark, config)
     assert (recovered.started_batch_id, recovered.unfinished_tick) == (None, None)
     assert_same_tables(spark, config, template.reference)
     assert_resolved_once(spark, config)
@@ -190,13 +190,13 @@ def test_a_run_of_ticks_killed_then_run_again_equals_the_uninterrupted_run(
     reference, _ = clone(spark, template.config, tmp_path / "reference")
     jobs.tick(spark, reference, 4)
     config, conf = clone(spark, template.config, tmp_path / "crashed")
-    target = jobs.status(spark, config).epoch + 4
+    target = read_position(spark, config).epoch + 4
     code, err = finish(acker_process(conf, "tick", "4", crash_at=f"{point}@{target}"))
     assert code == -signal.SIGKILL, err[-3000:]
-    assert jobs.status(spark, config).unfinished_tick is not None
+    assert read_position(spark, config).unfinished_tick is not None
 
     assert main(["tick", "4", "--conf", str(conf)]) == 0
-    assert jobs.status(spark, config).epoch == target
+    assert read_position(spark, config).epoch == target
     assert_same_tables(spark, config, reference)
     assert_resolved_once(spark, config)
 
