@@ -1,6 +1,6 @@
 -- aggregate_batch.sql
 -- What: the heart of the acker. Collapses the micro-batch's valid, non-late events per
---       (anchor, type, value) to drop re-deliveries, XORs them per anchor with bit_xor, and
+--       (anchor, type, value) to drop re-deliveries of init, ack and anchor rows, XORs them per anchor with bit_xor, and
 --       combines the result with the anchor's base state into its new state and outcome.
 --       The base state is the opaque transactional one: a pending row written by this same
 --       batch id (an earlier, interrupted or replayed attempt) contributes its `prev` values,
@@ -9,7 +9,8 @@
 -- Who runs it: pipelines.engine.process_batch.
 -- Reads: the temp views classified_events, batch_tombstones and touched_pending (the rows of
 --        pending this batch touches, from select_touched_pending).
--- Parameters: :batch_id; :epoch, the current epoch; :refresh, reset | activity.
+-- Parameters: :batch_id; :epoch, the current epoch; :refresh, reset (reset and fail events
+--             renew a tree's stamp, as Storm 2.x) | activity (every applied event does).
 -- Output: one row per anchor to write, with `action`: upsert (new state, resolved or not),
 --         drop (a row only an earlier attempt of this batch created) or purge (a tree resolved
 --         by an earlier batch, whose row can go now that the batch is committed).
@@ -96,9 +97,24 @@ batch_agg as (
         bool_or(event_type = 'reset') as saw_reset,
         min(first_time) filter (where not seen_before) as first_time,
         max(last_time) filter (where not seen_before) as last_time,
-        count(*) filter (where not seen_before) as applied,
+        -- fail and reset carry no value: each row is its own message, applied as Storm 2.x's
+        -- acker applies every one (and renews the entry on each); only a repeated
+        -- (type, value) of init, ack or anchor is a re-delivery
+        sum(
+            case
+                when event_type in ('fail', 'reset') then copies
+                when seen_before then 0
+                else 1
+            end
+        ) as applied,
         sum(copies) as rows_in,
-        sum(case when seen_before then copies else copies - 1 end) as duplicates,
+        sum(
+            case
+                when event_type in ('fail', 'reset') then 0
+                when seen_before then copies
+                else copies - 1
+            end
+        ) as duplicates,
         -- sorted, so that the state does not depend on the order the plan met the events in
         coalesce(
             array_sort(
@@ -157,7 +173,7 @@ new_state as (
         case
             when base is null then :epoch
             when :refresh = 'activity' and applied > 0 then :epoch
-            when saw_reset then :epoch
+            when saw_reset or saw_fail then :epoch
             else base.epoch
         end as epoch,
         array_union(coalesce(base.applied_keys, array()), new_keys) as applied_keys,

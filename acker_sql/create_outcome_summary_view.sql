@@ -4,11 +4,10 @@
 --       is counted against the spout that rooted the tree (its init event); the hour is that of
 --       the tree's init (or first event, for trees whose init never came), and of the event
 --       itself for late and duplicate events.
---       Duplicate events are repeats of an event the tree already had (same type and value;
---       fail and reset events carry no value), less those that came after the tree resolved,
---       which late_events holds. The acker drops a repeated fail or reset only within one
---       micro-batch, so where one tree has fails or resets in several batches before its init
---       this count is higher than the sum of batches.duplicates.
+--       Duplicate events are repeats of an init, ack or anchor event the tree already had
+--       (same type and value), less those that came after the tree resolved, which
+--       late_events holds: what the acker drops and counts in batches.duplicates. A repeated
+--       fail or reset is not a duplicate: the acker applies every one.
 -- Who runs it: `acker init` and every session start, with the acker schema as current schema.
 -- Parameters: :view, the qualified view name.
 -- Invariants: one row per (hour, spout_task, component); overflowed <= failed; summed over all
@@ -41,16 +40,14 @@ event_copies as (
     select
         anchor_id,
         event_type,
-        -- the acker ignores the value of fail and reset events
-        case when event_type in ('fail', 'reset') then null else xor_value end as xor_value,
+        xor_value,
         min(event_time) as first_time,
         count(*) as copies
     from ack_events
     where anchor_id <> 0
         and event_time is not null
         and (
-            event_type in ('fail', 'reset')
-            or (event_type = 'init' and xor_value is not null and spout_task is not null)
+            (event_type = 'init' and xor_value is not null and spout_task is not null)
             or (event_type in ('ack', 'anchor') and xor_value <> 0)
         )
     group by all

@@ -9,7 +9,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -160,11 +160,12 @@ def _start_stream(
 class BatchApplier:
     """Applies the stream's micro-batches, carrying where the acker stands from one to the
     next: the run holds the writer lock, so after a committed batch the position is known
-    without reading three tables again (1-3 s per small batch)."""
+    without reading three tables again (1-3 s per small batch). ``position`` is where the
+    acker stands before the first batch, if the caller has read it."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, position: Position | None = None) -> None:
         self.config = config
-        self.position: Position | None = None
+        self.position: Position | None = position
 
     def apply(self, batch: DataFrame, batch_id: int) -> BatchResult | None:
         result = process_batch(batch.sparkSession, self.config, batch, batch_id, self.position)
@@ -177,16 +178,19 @@ class BatchApplier:
         self.position = None
 
 
-def _stream_applier(config: Config) -> BatchApplier | EventTimeStager:
-    """What the stream does with each micro-batch: apply it, or, under the event_time clock,
-    stage it for the drain that applies events in event-time order."""
-    return EventTimeStager(config) if config.acker.clock == "event_time" else BatchApplier(config)
+def _stream_applier(config: Config, position: Position) -> BatchApplier | EventTimeStager:
+    """What the stream does with each micro-batch: apply it, starting from ``position``, or,
+    under the event_time clock, stage it for the drain that applies events in event-time
+    order."""
+    if config.acker.clock == "event_time":
+        return EventTimeStager(config)
+    return BatchApplier(config, position)
 
 
 def _process_available(
-    spark: SparkSession, config: Config, progress: Progress | None, last_batch_id: int
+    spark: SparkSession, config: Config, progress: Progress | None, position: Position
 ) -> None:
-    applier = _stream_applier(config)
+    applier = _stream_applier(config, position)
     # Over Spark Connect the micro-batches run in a Python worker on the server, where the
     # caller's progress cannot reach: it hears of them from the batch log once the stream ends.
     connect = is_connect(spark)
@@ -210,7 +214,7 @@ def _process_available(
         raise
     finally:
         if connect and progress is not None:
-            for result in _committed_since(spark, config, last_batch_id):
+            for result in _committed_since(spark, config, position.last_batch_id):
                 progress(result)
 
 
@@ -269,8 +273,8 @@ def _tick(
 def _resume(
     spark: SparkSession, config: Config, progress: Progress | None
 ) -> tuple[Position, list[TickResult]]:
-    """Attach the tables, read where the acker stands, and finish a tick a crash interrupted
-    (an interrupted micro-batch is finished by the stream, which replays it)."""
+    """Attach the tables, finish a tick a crash interrupted (an interrupted micro-batch is
+    finished by the stream, which replays it), and return where the acker then stands."""
     open_tables(spark, config, views=False)
     position = read_position(spark, config)
     if config.acker.clock != "event_time" and event_time_started(spark, config):
@@ -279,8 +283,10 @@ def _resume(
             "event_time clock, whose micro-batch ids and staged events the other clocks "
             "cannot follow: keep acker.clock = 'event_time'"
         )
-    finished = _tick(spark, config, 1, progress) if position.unfinished_tick is not None else []
-    return position, finished
+    if position.unfinished_tick is None:
+        return position, []
+    finished = _tick(spark, config, 1, progress)
+    return replace(position, epoch=position.unfinished_tick, unfinished_tick=None), finished
 
 
 def run(spark: SparkSession, config: Config, progress: Progress | None = None) -> RunReport:
@@ -292,7 +298,7 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     """
     with writer_lock(config, "run"):
         position, finished = _resume(spark, config, progress)
-        _process_available(spark, config, progress, position.last_batch_id)
+        _process_available(spark, config, progress, position)
         ticks = _tick(spark, config, due_ticks(spark, config), progress)
         if config.acker.clock == "event_time":
             ticks += drain(spark, config, progress)
@@ -322,7 +328,7 @@ def run_continuously(
     with writer_lock(config, "run"):
         position, ticks = _resume(spark, config, progress)
         work = threading.Lock()
-        applier = _stream_applier(config)
+        applier = _stream_applier(config, position)
 
         def apply(batch: DataFrame, batch_id: int) -> None:
             with work:

@@ -153,7 +153,8 @@ class AckerModel:
             entry = self.pending[anchor]
             touched[anchor] = entry
             key = (anchor, e.event_type, value)
-            if key in seen_in_batch:
+            # fail and reset carry no value: every one is applied, none is a re-delivery
+            if value is not None and key in seen_in_batch:
                 self.duplicates += 1
                 entry.first_time = min(entry.first_time or e.event_time, e.event_time)
                 entry.last_time = max(entry.last_time or e.event_time, e.event_time)
@@ -177,7 +178,7 @@ class AckerModel:
                 entry.init_time = min(entry.init_time or e.event_time, e.event_time)
             elif e.event_type == "fail":
                 entry.failed = True
-            if e.event_type == "reset" or self.refresh == "activity":
+            if e.event_type in ("reset", "fail") or self.refresh == "activity":
                 entry.epoch = self.epoch
         resolutions = []
         for anchor, entry in touched.items():

@@ -128,6 +128,23 @@ def test_duplicated_ack_in_same_and_later_batch_is_dropped(acker: Harness) -> No
     assert [tuple(r) for r in duplicates.collect()] == [(0, 1), (1, 1)]
 
 
+def test_every_fail_and_reset_is_applied_and_none_counts_as_a_duplicate(acker: Harness) -> None:
+    acker.batch(reset(A, 0), reset(A, 10), fail(A, 20), fail(A, 30))
+    acker.batch(fail(A, 40), reset(A, 50))
+    acker.batch(init(A, E1, 60))
+    acker.assert_outcomes(
+        failed=[outcome(A, "fail", init_ms=60, first_ms=0, last_ms=60, events=7, batch=2)]
+    )
+    counts = acker.table("batches").where("status = 'committed'").orderBy("batch_id")
+    assert [tuple(r) for r in counts.select("events_applied", "duplicates").collect()] == [
+        (4, 0),
+        (2, 0),
+        (1, 0),
+    ]
+    summary = acker.table("outcome_summary").agg({"duplicate_events": "sum"}).first()
+    assert summary is not None and summary[0] == 0
+
+
 def test_multi_anchoring_one_tuple_in_two_trees(acker: Harness) -> None:
     joined = E3
     acker.batch(
@@ -184,6 +201,22 @@ def test_reset_renews_a_live_entry(acker_factory) -> None:  # type: ignore[no-un
         expired=[
             outcome(B, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=1, epoch=2),
             outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=50, events=2, batch=1, epoch=3),
+        ]
+    )
+
+
+def test_a_held_fail_renews_its_entry_as_a_reset_does(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker = acker_factory(buckets=2, refresh="reset")
+    acker.batch(fail(A, 0), ack(B, E1, 0))  # both held: their init has not come
+    acker.tick()  # epoch 1
+    acker.batch(fail(A, 50))  # A restamped at 1, as Storm 2.x's acker re-buckets on FAIL
+    acker.tick()  # epoch 2: B (stamp 0) expires, A (stamp 1) lives
+    assert acker.pending_ids() == {A}
+    acker.tick()  # epoch 3: A expires
+    acker.assert_outcomes(
+        expired=[
+            outcome(A, "no_init", init_ms=None, first_ms=0, last_ms=50, events=2, batch=1, epoch=3),
+            outcome(B, "no_init", init_ms=None, first_ms=0, last_ms=0, events=1, batch=1, epoch=2),
         ]
     )
 
