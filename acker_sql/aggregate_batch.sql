@@ -10,7 +10,10 @@
 -- Reads: the temp views classified_events, batch_tombstones and touched_pending (the rows of
 --        pending this batch touches, from select_touched_pending).
 -- Parameters: :batch_id; :epoch, the current epoch; :refresh, reset (reset and fail events
---             renew a tree's stamp, as Storm 2.x) | activity (every applied event does).
+--             renew a tree's stamp, as Storm 2.x) | activity (every applied event does);
+--             :protocol, storm (an init of 0 alone completes its tree: Storm 2.x sends it for a
+--             spout tuple nobody subscribes to) | fsshelter (every Track carries 0, and only an
+--             Ok that brings the checksum back to 0 completes the tree).
 -- Output: one row per anchor to write, with `action`: upsert (new state, resolved or not),
 --         drop (a row only an earlier attempt of this batch created) or purge (a tree resolved
 --         by an earlier batch, whose row can go now that the batch is committed).
@@ -188,20 +191,32 @@ new_state as (
     from combined
 ),
 
+balanced_state as (
+    select
+        *,
+        checksum = 0 and (
+            :protocol = 'storm'
+            -- under FsShelter a tree has balanced only once something besides its Track (an
+            -- init of 0, the one key a Track leaves) was applied
+            or exists(applied_keys, k -> k != xxhash64('init', cast(0 as bigint)))
+        ) as balanced
+    from new_state
+),
+
 final as (
     select
         *,
         case
             when action != 'upsert' then null
             when has_init and failed then 'failed'
-            when has_init and checksum = 0 then 'completed'
+            when has_init and balanced then 'completed'
         end as outcome,
         case
             when action != 'upsert' then null
             when has_init and failed then 'fail'
-            when has_init and checksum = 0 then 'acked'
+            when has_init and balanced then 'acked'
         end as reason
-    from new_state
+    from balanced_state
 )
 
-select * from final
+select * except (balanced) from final

@@ -26,6 +26,7 @@ __all__ = [
 
 REFRESH_MODES = ("reset", "activity")
 CLOCKS = ("manual", "processing_time", "event_time")
+PROTOCOLS = ("storm", "fsshelter")
 DELTA_JAR_MODES = ("resolve", "provided")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -51,6 +52,7 @@ class AckerSettings:
 
     buckets: int = 3
     refresh: str = "reset"
+    protocol: str = "storm"
     clock: str = "manual"
     tick_interval_s: float = 30.0
     allowed_lateness_s: float = 0.0
@@ -157,6 +159,7 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
     settings = AckerSettings(
         buckets=_take("acker", raw, "buckets", int, d.buckets),
         refresh=_take("acker", raw, "refresh", str, d.refresh),
+        protocol=_take("acker", raw, "protocol", str, d.protocol),
         clock=_take("acker", raw, "clock", str, d.clock),
         tick_interval_s=_take("acker", raw, "tick_interval_s", float, d.tick_interval_s),
         allowed_lateness_s=_take("acker", raw, "allowed_lateness_s", float, d.allowed_lateness_s),
@@ -168,6 +171,8 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         raise ConfigError(f"acker.buckets = {settings.buckets}: must be an integer >= 2")
     if settings.refresh not in REFRESH_MODES:
         raise ConfigError(f"acker.refresh = {settings.refresh!r}: must be one of {REFRESH_MODES}")
+    if settings.protocol not in PROTOCOLS:
+        raise ConfigError(f"acker.protocol = {settings.protocol!r}: must be one of {PROTOCOLS}")
     if settings.clock not in CLOCKS:
         raise ConfigError(f"acker.clock = {settings.clock!r}: must be one of {CLOCKS}")
     if settings.tick_interval_s <= 0:
@@ -179,8 +184,12 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         )
     if settings.max_pending < 1:
         raise ConfigError(f"acker.max_pending = {settings.max_pending}: must be >= 1")
-    if settings.tombstone_epochs < 0:
-        raise ConfigError(f"acker.tombstone_epochs = {settings.tombstone_epochs}: must be >= 0")
+    # A late event is recognised for at least as long as a live tree can wait for one.
+    if settings.tombstone_epochs < settings.buckets:
+        raise ConfigError(
+            f"acker.tombstone_epochs = {settings.tombstone_epochs}: "
+            f"must be >= acker.buckets ({settings.buckets})"
+        )
     if settings.max_files_per_batch < 1:
         raise ConfigError(
             f"acker.max_files_per_batch = {settings.max_files_per_batch}: must be >= 1"

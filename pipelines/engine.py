@@ -312,6 +312,7 @@ def process_batch(
         batch_id=batch_id,
         epoch=epoch,
         refresh=config.acker.refresh,
+        protocol=config.acker.protocol,
     ).localCheckpoint()
     state.createOrReplaceTempView("batch_state")
     summary = run_sql(spark, config, "summarize_batch_state").first()

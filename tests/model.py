@@ -76,11 +76,13 @@ class AckerModel:
         self,
         buckets: int = 3,
         refresh: str = "reset",
+        protocol: str = "storm",
         tombstone_epochs: int = 10,
         max_pending: int = 10_000_000,
     ) -> None:
         self.buckets = buckets
         self.refresh = refresh
+        self.protocol = protocol
         self.tombstone_epochs = tombstone_epochs
         self.max_pending = max_pending
         self.epoch = 0
@@ -115,6 +117,10 @@ class AckerModel:
         self.outcomes[kind].append(outcome)
         self.resolved[outcome.anchor_id] = (kind, outcome.reason, outcome.batch_id, self.epoch)
         del self.pending[outcome.anchor_id]
+
+    def _balanced(self, entry: Entry) -> bool:
+        """FsShelter's Track carries 0: its tree completes only once an Ok brings it back to 0."""
+        return self.protocol == "storm" or entry.applied != {("init", 0)}
 
     def _is_late(self, anchor: int, batch_id: int) -> tuple[str, str] | None:
         if anchor in self.pending or anchor not in self.resolved:
@@ -184,7 +190,7 @@ class AckerModel:
         for anchor, entry in touched.items():
             if entry.has_init and entry.failed:
                 resolutions.append(("failed", self._outcome(anchor, entry, "fail", batch_id)))
-            elif entry.has_init and entry.checksum == 0:
+            elif entry.has_init and entry.checksum == 0 and self._balanced(entry):
                 resolutions.append(("completed", self._outcome(anchor, entry, "acked", batch_id)))
         resolved_ids = {o.anchor_id for _, o in resolutions}
         removed = len(resolved_ids & live_at_start)

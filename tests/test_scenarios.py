@@ -265,6 +265,36 @@ def test_fsshelter_protocol_track_anchor_ok_fail(acker: Harness) -> None:
     )
 
 
+def late_event_rows(acker: Harness) -> list[tuple[int, str, str, int]]:
+    late = acker.table("late_events").select("anchor_id", "event_type", "outcome", "batch_id")
+    return sorted(tuple(row) for row in late.collect())
+
+
+def test_under_storm_an_init_of_zero_alone_completes_its_tree(acker: Harness) -> None:
+    # Storm 2.x sends init 0 for a spout tuple that no task subscribes to, and acks it at once.
+    acker.batch(init(A, 0, 0))
+    acker.batch(anchor(A, E1, 10), ack(A, E1, 20))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0)]
+    )
+    assert late_event_rows(acker) == [(A, "ack", "completed", 1), (A, "anchor", "completed", 1)]
+
+
+def test_under_fsshelter_a_track_alone_waits_for_the_ok_that_balances_it(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    # FsShelter's Track always carries 0: only an Ok bringing the checksum back to 0 completes.
+    acker = acker_factory(protocol="fsshelter")
+    acker.batch(init(A, 0, 0), init(B, 0, 0), anchor(B, E2, 1), ack(B, E2, 2))
+    assert acker.pending_ids() == {A}
+    acker.batch(anchor(A, E1, 10), ack(A, E1, 20))
+    acker.assert_outcomes(
+        completed=[
+            outcome(B, "acked", init_ms=0, first_ms=0, last_ms=2, events=3, batch=0),
+            outcome(A, "acked", init_ms=0, first_ms=0, last_ms=20, events=3, batch=1),
+        ]
+    )
+    assert late_event_rows(acker) == []
+
+
 def test_storm_protocol_partial_checksums(acker: Harness) -> None:
     # Spout emits to two tasks (edges a, b); the bolt on a emits c and d, acking a^c^d.
     a, b, c, d = E1, E2, E3, E4
