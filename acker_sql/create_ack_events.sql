@@ -1,7 +1,8 @@
 -- create_ack_events.sql
 -- What: the input table, one row per acker message (Storm __ack_* streams or FsShelter messages).
 -- Who runs it: `acker init` (pipelines.tables.create_tables).
--- Parameters: :table, the qualified table name.
+-- Parameters: :table, the qualified table name; {{idempotency_window}}, how long Delta keeps each ingested
+--             file's transaction id (a table property takes no parameter marker).
 -- Invariants: append-only; the acker never updates or deletes a row (acker maintain only
 --             compacts files).
 -- Columns are nullable on purpose: rows that break the contract (null anchor_id, unknown
@@ -18,3 +19,4 @@ create table if not exists identifier(:table) (
 )
 using delta
 comment 'batch acker input: one row per acker message'
+tblproperties ('delta.setTransactionRetentionDuration' = {{idempotency_window}})

@@ -1,7 +1,8 @@
 -- create_quarantine.sql
 -- What: rows that break the input contract, kept whole with the reason; nothing is dropped.
 -- Who runs it: `acker init`.
--- Parameters: :table.
+-- Parameters: :table; {{idempotency_window}}, how long Delta keeps each ingested
+--             file's transaction id (a table property takes no parameter marker).
 -- Invariants: reason is never null; batch_id is null exactly for rows acker ingest quarantined.
 create table if not exists identifier(:table) (
     raw            string    comment 'the row as read: the file''s line (JSON Lines, CSV), the Parquet row or the ack_events row as JSON',
@@ -13,3 +14,4 @@ create table if not exists identifier(:table) (
 )
 using delta
 comment 'batch acker: quarantined input rows'
+tblproperties ('delta.setTransactionRetentionDuration' = {{idempotency_window}})

@@ -22,6 +22,9 @@ Measurements (issue targets in brackets):
 5. state size: bytes on disk per pending anchor after ``acker maintain`` [<= 40 B]
 6. peer: the same core logic in DuckDB on the same Parquet events, as a ratio to ours
 7. overdue ticks: 100 ticks in one call against one tick, over the same pending table  [<= 2]
+8. ingest log: one more file's idempotent append to ``ack_events`` whose log holds the
+   transaction ids of 10^4 ingested files, against the same log once the idempotency window
+   has dropped them
 """
 
 from __future__ import annotations
@@ -51,10 +54,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines import jobs
 from pipelines.config import Config, parse_config
-from pipelines.engine import BatchResult
+from pipelines.engine import BatchResult, append_idempotent
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import build_session
-from pipelines.tables import create_tables
+from pipelines.tables import IDEMPOTENCY_WINDOW, create_tables, table_location
 from pipelines.workload import WorkloadSpec, generate_workload
 
 TEMPLATE_EVENTS = 100_000
@@ -78,6 +81,7 @@ class Sizes:
     scaling_runs: int
     tick_pending: int
     overdue_ticks: int
+    ingested_files: int
 
 
 DEFAULT_SIZES = Sizes(
@@ -90,6 +94,7 @@ DEFAULT_SIZES = Sizes(
     scaling_runs=2,
     tick_pending=10**6,
     overdue_ticks=100,
+    ingested_files=10**4,
 )
 QUICK_SIZES = Sizes(
     batch_events=(10**3,),
@@ -101,6 +106,7 @@ QUICK_SIZES = Sizes(
     scaling_runs=1,
     tick_pending=10**3,
     overdue_ticks=100,
+    ingested_files=200,
 )
 
 
@@ -116,6 +122,7 @@ class Figures:
     small_batches: dict[str, Any] = field(default_factory=dict)
     state_size: dict[str, Any] = field(default_factory=dict)
     ticks: dict[str, Any] = field(default_factory=dict)
+    ingest_log: dict[str, Any] = field(default_factory=dict)
     targets: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -500,6 +507,67 @@ def measure_ticks(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     shutil.rmtree(bench.root / "warehouse" / f"{config.warehouse.schema}.db")
 
 
+def measure_ingest_log(bench: Bench, sizes: Sizes, figures: Figures) -> None:
+    """What the transaction ids of ingested files cost each later ingest. Two ``ack_events``
+    tables get one id per file, as ``acker ingest`` leaves them (Delta's own commits, 100 ids
+    each, dated 40 days back), and a checkpoint; one of them has the idempotency window, which
+    drops the ids from its checkpoint. Then, alternating between the two, the session forgets
+    every cached log and one more file is appended idempotently (Delta reads the table's ids
+    to decide) and the table counted, as a new ``acker ingest`` process would."""
+    jvm = bench.spark._jvm
+    assert jvm is not None
+    delta = jvm.org.apache.spark.sql.delta
+    manual_update = getattr(getattr(delta, "DeltaOperations$ManualUpdate$"), "MODULE$")
+    dated = jvm.scala.Some(jvm.java.lang.Long.valueOf(int((time.time() - 40 * 86400) * 1000)))
+    tables = {}
+    for variant in ("kept", "dropped"):
+        config = bench.new_acker(0)
+        if variant == "dropped":
+            bench.spark.sql(
+                f"alter table {config.qualified('ack_events')} set tblproperties "
+                f"('delta.setTransactionRetentionDuration' = '{IDEMPOTENCY_WINDOW}')"
+            )
+        else:
+            bench.spark.sql(
+                f"alter table {config.qualified('ack_events')} unset tblproperties "
+                "('delta.setTransactionRetentionDuration')"
+            )
+        location = str(table_location(config, "ack_events"))
+        log_of_table = delta.DeltaLog.forTable(bench.spark._jsparkSession, location)
+        for first in range(0, sizes.ingested_files, 100):
+            ids = jvm.java.util.ArrayList()
+            for index in range(first, min(first + 100, sizes.ingested_files)):
+                ids.add(delta.actions.SetTransaction(f"ingest/{index:064x}", 0, dated))
+            log_of_table.startTransaction().commit(
+                jvm.scala.jdk.javaapi.CollectionConverters.asScala(ids).toList(), manual_update
+            )
+        log_of_table.checkpoint()  # as Delta writes one every ten commits
+        checkpoint = max(Path(location, "_delta_log").glob("*.checkpoint.parquet"))
+        ids_in_checkpoint = pq.read_table(checkpoint, columns=["txn"]).column("txn").drop_null()
+        tables[variant] = (config, len(ids_in_checkpoint))
+    row = bench.spark.createDataFrame(
+        [(1, "ack", 7, None, None, "bolt", datetime(2026, 1, 1), None)], ACK_EVENTS_SCHEMA
+    )
+    times: dict[str, list[float]] = {"kept": [], "dropped": []}
+    for run in range(4):  # the first round warms the session up and is not counted
+        for variant, (config, _) in tables.items():
+            delta.DeltaLog.clearCache()
+            with stopwatch() as took:
+                append_idempotent(row, config, "ack_events", f"ingest/new-{run}", 0)
+                bench.spark.table(config.qualified("ack_events")).count()
+            if run:
+                times[variant].append(took())
+    figures.ingest_log = {
+        "ingested_files": sizes.ingested_files,
+        "ids_in_checkpoint": {variant: ids for variant, (_, ids) in tables.items()},
+        **{f"ids_{variant}_s": round(statistics.median(t), 3) for variant, t in times.items()},
+        **{f"ids_{variant}_times_s": [round(x, 3) for x in t] for variant, t in times.items()},
+    }
+    log(f"ingest log {figures.ingest_log}")
+    for config, _ in tables.values():
+        shutil.rmtree(bench.root / "warehouse" / f"{config.warehouse.schema}.db")
+
+
 def judge(figures: Figures) -> None:
     """Compare the figures with the targets of the benchmark suite."""
     largest = max(figures.end_to_end, key=lambda row: row["events"])
@@ -565,6 +633,12 @@ def print_table(figures: Figures) -> None:
     print(
         f"ticks over {ticks['pending']:,} pending: one {ticks['one_tick_s']:.2f} s,"
         f" {ticks['overdue_ticks']} in one call {ticks['overdue_s']:.2f} s"
+    )
+    ingest_log = figures.ingest_log
+    print(
+        f"one more ingested file over {ingest_log['ingested_files']:,} files' transaction ids:"
+        f" {ingest_log['ids_kept_s']:.2f} s kept, {ingest_log['ids_dropped_s']:.2f} s dropped"
+        " by the idempotency window"
     )
     print("\ntargets")
     for target in figures.targets:
@@ -638,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(spark, work)
         measure(bench, sizes, figures)
         measure_ticks(bench, sizes, figures)
+        measure_ingest_log(bench, sizes, figures)
     finally:
         spark.stop()
     judge(figures)

@@ -13,9 +13,23 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
-from pipelines.sql import TABLES, VIEWS, run_sql
+from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql
 
-__all__ = ["attach_tables", "create_tables", "missing_tables", "table_location"]
+__all__ = [
+    "IDEMPOTENCY_WINDOW",
+    "INGESTED_TABLES",
+    "attach_tables",
+    "create_tables",
+    "missing_tables",
+    "table_location",
+]
+
+# `acker ingest` marks each file's appends with the file's SHA-256 as a Delta transaction id;
+# Delta keeps such ids this long, then drops them from the log (and a file offered again is
+# ingested again). Without a limit the log keeps one id per file ingested, for ever.
+IDEMPOTENCY_WINDOW = "interval 30 days"
+INGESTED_TABLES = ("ack_events", "quarantine")
+_WINDOW_PROPERTY = "delta.setTransactionRetentionDuration"
 
 
 def table_location(config: Config, table: str) -> Path:
@@ -64,11 +78,20 @@ def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> li
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
     """Create every table that does not exist yet (``acker init``); return the ones created."""
     created = attach_tables(spark, config)
+    window = {"idempotency_window": IDEMPOTENCY_WINDOW}
     for table in created:
-        run_sql(spark, config, TABLES[table], table=config.qualified(table))
+        run_sql(spark, config, TABLES[table], literals=window, table=config.qualified(table))
+    for table in INGESTED_TABLES:
+        if table not in created and _idempotency_window(spark, config, table) is None:
+            run_sql(spark, config, "set_idempotency_window", window, table=config.qualified(table))
     if created:  # otherwise attach_tables has already made the views
         _create_views(spark, config)
     return created
+
+
+def _idempotency_window(spark: SparkSession, config: Config, table: str) -> str | None:
+    properties = spark.sql(f"show tblproperties {quoted_table(config, table)}").collect()
+    return next((row["value"] for row in properties if row["key"] == _WINDOW_PROPERTY), None)
 
 
 def _create_views(spark: SparkSession, config: Config) -> None:

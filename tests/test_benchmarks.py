@@ -54,5 +54,9 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     ]
     assert figures["ticks"]["pending"] == sizes["tick_pending"]
     assert figures["ticks"]["overdue_s"] > 0 and figures["ticks"]["one_tick_s"] > 0
+    # the idempotency window drops every id older than it from the checkpoint
+    ingest_log = figures["ingest_log"]
+    assert ingest_log["ids_in_checkpoint"] == {"kept": sizes["ingested_files"], "dropped": 0}
+    assert ingest_log["ids_kept_s"] > 0 and ingest_log["ids_dropped_s"] > 0
     assert (tmp_path / "quick.png").stat().st_size > 10_000
     assert "targets" in done.stdout

@@ -10,6 +10,7 @@ import io
 import json
 import re
 import shutil
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +25,13 @@ from pyspark.sql import SparkSession
 from pipelines import jobs
 from pipelines.cli import main
 from pipelines.ingest import SourceRow, read_rows
-from pipelines.tables import create_tables
+from pipelines.tables import IDEMPOTENCY_WINDOW, INGESTED_TABLES, create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import BASE_TIME, Harness, ack, at, init, outcome, write_conf
 from tests.conftest import make_config
 from tests.model import AckerModel
+
+WINDOW_PROPERTY = "delta.setTransactionRetentionDuration"
 
 COLUMNS = (
     "anchor_id",
@@ -220,6 +223,39 @@ def test_ingest_routes_each_row_to_events_or_quarantine(acker: Harness, tmp_path
 
     jobs.run(acker.spark, acker.config)
     assert acker.table("completed").select("anchor_id").collect() == [(5,)]
+
+
+def window_of(acker: Harness, table: str) -> str | None:
+    rows = acker.spark.sql(f"show tblproperties {acker.config.qualified(table)}").collect()
+    return next((r["value"] for r in rows if r["key"] == WINDOW_PROPERTY), None)
+
+
+def test_a_file_is_ingested_once_within_the_idempotency_window_and_again_after_it(
+    acker: Harness, tmp_path: Path
+) -> None:
+    assert [window_of(acker, t) for t in INGESTED_TABLES] == [IDEMPOTENCY_WINDOW] * 2
+    # A warehouse from before the window: init sets it; a window a user chose stays.
+    events, quarantine = (acker.config.qualified(t) for t in INGESTED_TABLES)
+    acker.spark.sql(f"alter table {events} unset tblproperties ('{WINDOW_PROPERTY}')")
+    widened = "interval 90 days"
+    acker.spark.sql(
+        f"alter table {quarantine} set tblproperties ('{WINDOW_PROPERTY}' = '{widened}')"
+    )
+    create_tables(acker.spark, acker.config)
+    assert [window_of(acker, t) for t in INGESTED_TABLES] == [IDEMPOTENCY_WINDOW, widened]
+
+    path = tmp_path / "events.jsonl"
+    path.write_text(as_json({"anchor_id": 5, "event_type": "ack", "xor_value": 9,
+                             "event_time": "2026-03-01T12:00:00"}) + "\n")  # fmt: skip
+    assert jobs.ingest(acker.spark, acker.config, [path]).accepted == 1
+    assert jobs.ingest(acker.spark, acker.config, [path]).skipped_files == 1
+    # Once Delta has dropped the file's transaction id, the file is new again.
+    acker.spark.sql(
+        f"alter table {events} set tblproperties ('{WINDOW_PROPERTY}' = 'interval 1 seconds')"
+    )
+    time.sleep(1.5)
+    assert jobs.ingest(acker.spark, acker.config, [path]).accepted == 1
+    assert acker.table("ack_events").count() == 2
 
 
 # One row of each kind another writer might append to ack_events directly.
