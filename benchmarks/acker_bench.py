@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines import jobs
-from pipelines.config import Config, parse_config
+from pipelines.config import AckerSettings, Config, parse_config
 from pipelines.engine import BatchResult, append_idempotent
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import build_session
@@ -223,7 +223,12 @@ class Bench:
         config = parse_config(
             {
                 # far above any seeded state: the capacity guard must not fail new trees here
-                "acker": {"max_pending": 10**9, "buckets": buckets},
+                "acker": {
+                    "max_pending": 10**9,
+                    "buckets": buckets,
+                    # the default, or as long as an entry lives when that is longer
+                    "tombstone_epochs": max(AckerSettings.tombstone_epochs, buckets),
+                },
                 "warehouse": {"path": str(self.root / "warehouse"), "schema": f"b{self.schemas}"},
                 "spark": {"conf": dict(BENCH_SPARK_CONF)},
             }
