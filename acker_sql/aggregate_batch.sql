@@ -1,7 +1,8 @@
 -- aggregate_batch.sql
 -- What: the heart of the acker. Collapses the micro-batch's valid, non-late events per
---       (anchor, type, value) to drop re-deliveries of init, ack and anchor rows, XORs them per anchor with bit_xor, and
---       combines the result with the anchor's base state into its new state and outcome.
+--       (anchor, type, value) to drop re-deliveries of init, ack and anchor rows, XORs them
+--       per anchor with bit_xor, and combines the result with the anchor's base state into
+--       its new state and outcome.
 --       The base state is the opaque transactional one: a pending row written by this same
 --       batch id (an earlier, interrupted or replayed attempt) contributes its `prev` values,
 --       any other pending row its current values. So applying a batch again, with the same or

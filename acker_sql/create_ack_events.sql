@@ -1,8 +1,9 @@
 -- create_ack_events.sql
 -- What: the input table, one row per acker message (Storm __ack_* streams or FsShelter messages).
 -- Who runs it: `acker init` (pipelines.tables.create_tables).
--- Parameters: :table, the qualified table name; {{idempotency_window}}, how long Delta keeps each ingested
---             file's transaction id (a table property takes no parameter marker).
+-- Parameters: :table, the qualified table name; {{idempotency_window}}, how long Delta keeps
+--             each ingested file's transaction id (a table property takes no parameter
+--             marker).
 -- Invariants: append-only; the acker never updates or deletes a row (acker maintain only
 --             compacts files).
 -- Columns are nullable on purpose: rows that break the contract (null anchor_id, unknown

@@ -17,6 +17,7 @@ from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql
 
 __all__ = [
     "IDEMPOTENCY_WINDOW",
+    "IDEMPOTENCY_WINDOW_PROPERTY",
     "INGESTED_TABLES",
     "attach_tables",
     "create_tables",
@@ -29,7 +30,7 @@ __all__ = [
 # ingested again). Without a limit the log keeps one id per file ingested, for ever.
 IDEMPOTENCY_WINDOW = "interval 30 days"
 INGESTED_TABLES = ("ack_events", "quarantine")
-_WINDOW_PROPERTY = "delta.setTransactionRetentionDuration"
+IDEMPOTENCY_WINDOW_PROPERTY = "delta.setTransactionRetentionDuration"
 
 
 def table_location(config: Config, table: str) -> Path:
@@ -91,7 +92,9 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
 
 def _idempotency_window(spark: SparkSession, config: Config, table: str) -> str | None:
     properties = spark.sql(f"show tblproperties {quoted_table(config, table)}").collect()
-    return next((row["value"] for row in properties if row["key"] == _WINDOW_PROPERTY), None)
+    return next(
+        (row["value"] for row in properties if row["key"] == IDEMPOTENCY_WINDOW_PROPERTY), None
+    )
 
 
 def _create_views(spark: SparkSession, config: Config) -> None:
