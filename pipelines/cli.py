@@ -212,7 +212,7 @@ class _StatusLine:
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
-    from pipelines.session import build_session
+    from pipelines.session import build_session, end_short_lived
 
     say = None if args.quiet else _StatusLine()
     progress = (
@@ -227,7 +227,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_path}"
         )
     elif args.verb == "ingest":
-        jobs.open_tables(spark, config, views=False)
+        jobs.open_tables(spark, config, views=())
         ingested = jobs.ingest(
             spark,
             config,
@@ -278,6 +278,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
                 f"now {table.files} files, {table.bytes} bytes"
             )
+    if args.verb in _SHORT_LIVED:
+        end_short_lived(spark, config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

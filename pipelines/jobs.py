@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +33,7 @@ from pipelines.event_time import EventTimeStager, drain, event_time_started
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
-from pipelines.sql import TABLES, quoted_table, run_sql
+from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql_figures
 from pipelines.tables import attach_tables, create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -99,9 +99,9 @@ def init(spark: SparkSession, config: Config) -> list[str]:
         return create_tables(spark, config)
 
 
-def open_tables(spark: SparkSession, config: Config, views: bool = True) -> None:
-    """Attach an existing warehouse (with its views unless ``views`` is false), or stop with a
-    clear message if it was never initialised."""
+def open_tables(spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)) -> None:
+    """Attach an existing warehouse with ``views`` (by default all), or stop with a clear
+    message if it was never initialised."""
     missing = attach_tables(spark, config, views)
     if missing:
         raise AckerError(
@@ -275,7 +275,7 @@ def _resume(
 ) -> tuple[Position, list[TickResult]]:
     """Attach the tables, finish a tick a crash interrupted (an interrupted micro-batch is
     finished by the stream, which replays it), and return where the acker then stands."""
-    open_tables(spark, config, views=False)
+    open_tables(spark, config, views=())
     position = read_position(spark, config)
     if config.acker.clock != "event_time" and event_time_started(spark, config):
         raise AckerError(
@@ -389,17 +389,19 @@ def _run_report(
 def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult]:
     """Advance the epoch ``count`` times by hand (``acker tick N``), holding the writer lock."""
     with writer_lock(config, "tick"):
-        open_tables(spark, config, views=False)
+        open_tables(spark, config, views=())
         return engine.tick(spark, config, count)
+
+
+# The views summarize_status.sql reads (outcomes, through replay_queue).
+_STATUS_VIEWS = ("outcomes", "replay_queue", "stuck_trees")
 
 
 def status(spark: SparkSession, config: Config) -> Status:
     """Headline numbers: epoch, last committed batch, pending and outcome counts."""
-    open_tables(spark, config)
-    row = run_sql(spark, config, "summarize_status").first()
-    assert row is not None  # a query of scalar subqueries returns one row
-    figures = row.asDict()
-    unfinished = interrupted_tick(row["epoch"], figures.pop("last_expired_epoch"))
+    open_tables(spark, config, views=_STATUS_VIEWS)
+    figures = run_sql_figures(spark, config, "summarize_status")
+    unfinished = interrupted_tick(figures["epoch"], figures.pop("last_expired_epoch"))
     return Status(**figures, unfinished_tick=unfinished)
 
 
@@ -419,7 +421,7 @@ def maintain(spark: SparkSession, config: Config) -> list[TableMaintenance]:
     ``maintain.vacuum_retain_hours`` needs (VACUUM). Holds the writer lock, so no batch runs
     meanwhile; readers of older versions within the retention are unaffected."""
     with writer_lock(config, "maintain"):
-        open_tables(spark, config, views=False)
+        open_tables(spark, config, views=())
         done = []
         for table in TABLES:
             name = quoted_table(config, table)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -30,6 +31,8 @@ __all__ = [
     "load_sql",
     "quoted_table",
     "run_sql",
+    "run_sql_figures",
+    "split_statements",
     "sql_literal",
     "sql_with_args",
     "string_literal",
@@ -61,10 +64,13 @@ VIEWS: dict[str, str] = {
     "pending_history": "create_pending_history_view",
 }
 
-# A comment, a quoted string or identifier (left as they are), or a named parameter.
-_LEXEME_OR_PARAMETER = re.compile(
-    r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|(?<![:\w]):([A-Za-z_]\w*)"
-)
+# A comment, a quoted string or a quoted identifier: text that is left as it is.
+_LEXEME = r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`"
+# A lexeme, or a named parameter (its name in group 1).
+_LEXEME_OR_PARAMETER = re.compile(_LEXEME + r"|(?<![:\w]):([A-Za-z_]\w*)")
+# A lexeme, or a statement separator (group 1).
+_LEXEME_OR_SEMICOLON = re.compile(_LEXEME + r"|(;)")
+_COMMENT = re.compile(r"--[^\n]*")
 
 
 @cache
@@ -124,6 +130,16 @@ def table_args(config: Config) -> dict[str, str]:
     return {name: config.qualified(name) for name in [*TABLES, *VIEWS]}
 
 
+def _bound(config: Config, name: str, text: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``text`` (of ``acker_sql/<name>.sql``) uses, with their values."""
+    wanted = _parameters(text)
+    available = {**table_args(config), **params}
+    missing = sorted(wanted - set(available))
+    if missing:
+        raise KeyError(f"{name}.sql needs parameters {missing}")
+    return {key: available[key] for key in sorted(wanted)}
+
+
 def run_sql(
     spark: SparkSession,
     config: Config,
@@ -132,17 +148,41 @@ def run_sql(
     **params: Any,
 ) -> DataFrame:
     """Run ``acker_sql/<name>.sql`` with its parameters bound; table names come from ``config``.
-
     ``literals`` fill ``{{name}}`` slots where Spark's grammar takes no parameter marker
     (LOCATION), each rendered by :func:`string_literal`.
+
     Example: ``run_sql(spark, config, "delete_expired", cutoff=4)``.
     """
     text = load_sql(name)
     for key, value in (literals or {}).items():
         text = text.replace("{{" + key + "}}", string_literal(value))
-    wanted = _parameters(text)
-    available = {**table_args(config), **params}
-    missing = sorted(wanted - set(available))
-    if missing:
-        raise KeyError(f"{name}.sql needs parameters {missing}")
-    return sql_with_args(spark, text, {key: available[key] for key in sorted(wanted)})
+    return sql_with_args(spark, text, _bound(config, name, text, params))
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of ``text``, split at each ``;`` outside comments, strings and quoted
+    identifiers; parts holding only comments and blanks are left out."""
+    parts, start = [], 0
+    for found in _LEXEME_OR_SEMICOLON.finditer(text):
+        if found[1]:
+            parts.append(text[start : found.start()])
+            start = found.end()
+    parts.append(text[start:])
+    return [part for part in parts if _COMMENT.sub("", part).strip()]
+
+
+def run_sql_figures(
+    spark: SparkSession, config: Config, name: str, workers: int = 4, **params: Any
+) -> dict[str, Any]:
+    """Run the statements of ``acker_sql/<name>.sql``, each returning one row, side by side in
+    ``workers`` threads (Spark plans and runs them concurrently); return all their columns."""
+    statements = split_statements(load_sql(name))
+
+    def first_row(text: str) -> dict[str, Any]:
+        row = sql_with_args(spark, text, _bound(config, name, text, params)).first()
+        assert row is not None, f"a statement of {name}.sql returned no row"
+        return row.asDict()
+
+    with ThreadPoolExecutor(workers) as pool:
+        rows = list(pool.map(first_row, statements))
+    return {key: value for row in rows for key, value in row.items()}

@@ -8,6 +8,7 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -49,10 +50,12 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
     spark.catalog.setCurrentDatabase(config.warehouse.schema)
 
 
-def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> list[str]:
-    """Register the warehouse's existing tables in this session, and the views over them unless
-    ``views`` is false (jobs that only write read no view: 7 statements spared); return the
-    acker tables still missing (none once the warehouse is initialised)."""
+def attach_tables(
+    spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)
+) -> list[str]:
+    """Register the warehouse's existing tables in this session, and ``views`` over them (jobs
+    that only write read none: 7 statements spared); return the acker tables still missing
+    (none once the warehouse is initialised)."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
@@ -71,8 +74,8 @@ def attach_tables(spark: SparkSession, config: Config, views: bool = True) -> li
             spark.catalog.createTable(name, path=str(folder), source="delta")
     _use_schema(spark, config)
     missing = missing_tables(spark, config)
-    if views and not missing:
-        _create_views(spark, config)
+    if not missing:
+        _create_views(spark, config, views)
     return missing
 
 
@@ -97,9 +100,13 @@ def _idempotency_window(spark: SparkSession, config: Config, table: str) -> str 
     )
 
 
-def _create_views(spark: SparkSession, config: Config) -> None:
+def _create_views(
+    spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)
+) -> None:
+    """Create ``views`` in the order of VIEWS, where a view comes after the views it reads."""
     for view, sql_file in VIEWS.items():
-        run_sql(spark, config, sql_file, view=config.qualified(view))
+        if view in views:
+            run_sql(spark, config, sql_file, view=config.qualified(view))
 
 
 def missing_tables(spark: SparkSession, config: Config) -> list[str]:

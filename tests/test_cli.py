@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.class_data import archive_path
 from pipelines.cli import main
+from pipelines.jars import ensure_delta_jars
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
 
@@ -153,16 +155,22 @@ def test_uninitialised_warehouse_is_a_one_line_error(
 
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
+    """The installed script works as a process of its own; its short-lived verbs write a
+    class-data archive once, beside the JARs, and map it from then on."""
     conf = str(write_conf(tmp_path))
     script = str(Path(sys.executable).parent / "acker")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    jars = ensure_delta_jars()[0].parent
+    jar_cache = tmp_path / "jars"
+    jar_cache.mkdir()
+    (jar_cache / jars.name).symlink_to(jars)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "ACKER_JAR_CACHE": str(jar_cache)}
 
-    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    def run(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [script, *argv, "--conf", conf],
             capture_output=True,
             text=True,
-            env=env,
+            env={**env, **extra_env},
             timeout=600,
             check=False,
         )
@@ -172,3 +180,17 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     status = run("status")
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith("epoch 0, last batch -1")
+    assert [p.name for p in (jar_cache / "class-data").iterdir()] == [
+        archive_path(jar_cache, ensure_delta_jars(jar_cache)).name
+    ]
+
+    loaded = tmp_path / "classes.log"
+    again = run("status", JAVA_TOOL_OPTIONS=f"-Xlog:class+load=info:file={loaded}")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == status.stdout
+    delta_log = next(
+        line
+        for line in loaded.read_text().splitlines()
+        if " org.apache.spark.sql.delta.DeltaLog " in line
+    )
+    assert "shared objects file" in delta_log, delta_log
