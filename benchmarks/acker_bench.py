@@ -57,6 +57,7 @@ from pipelines.config import AckerSettings, Config, parse_config
 from pipelines.engine import BatchResult, append_idempotent
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import build_session
+from pipelines.sql import TABLES, quoted_table
 from pipelines.tables import IDEMPOTENCY_WINDOW_PROPERTY, create_tables, table_location
 from pipelines.workload import WorkloadSpec, generate_workload
 
@@ -275,6 +276,16 @@ class Bench:
         assert result is not None and result.events_in, f"batch {batch_id} applied nothing"
         return took(), result
 
+    def table_versions(self, config: Config) -> dict[str, int]:
+        """Each acker table's latest Delta version, from its log."""
+        versions = {}
+        for table in TABLES:
+            latest = self.spark.sql(f"describe history {quoted_table(config, table)} limit 1")
+            row = latest.first()
+            assert row is not None, f"{table} has no history"
+            versions[table] = int(row["version"])
+        return versions
+
     def last_merge(self, config: Config) -> dict[str, int]:
         """How many rows of ``pending`` the last MERGE updated, inserted and deleted."""
         history = self.spark.sql(f"describe history {config.qualified('pending')}")
@@ -435,10 +446,16 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         log(f"end-to-end {row}")
 
     small_times = []
+    commits: dict[str, int] = {}
     for run in range(sizes.small_runs):
         path, _ = bench.events(sizes.small_batch, seed=1000 + run)
+        before = bench.table_versions(main)
         small_times.append(bench.micro_batch(main, path, batch_id)[0])
         batch_id += 1
+        if run == 0:  # the Delta commits of one micro-batch, per table, from the tables' logs
+            after = bench.table_versions(main)
+            commits = {table: after[table] - before[table] for table in TABLES}
+            commits = {table: count for table, count in commits.items() if count}
     small_times.sort()
     assert bench.unused_seeded <= sizes.main_pending, "the batches need more seeded trees"
     figures.small_batches = {
@@ -448,6 +465,8 @@ def measure(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         "median_s": round(statistics.median(small_times), 3),
         "p95_s": round(small_times[math.ceil(0.95 * len(small_times)) - 1], 3),
         "times_s": [round(t, 3) for t in small_times],
+        "delta_commits": commits,
+        "delta_commits_total": sum(commits.values()),
     }
     log(f"small batches {figures.small_batches}")
 
@@ -583,6 +602,12 @@ def judge(figures: Figures) -> None:
             1.3,
         ),
         ("small-batch median seconds", figures.small_batches["median_s"], "<=", 2.0),
+        (
+            "Delta commits per small micro-batch",
+            figures.small_batches["delta_commits_total"],
+            "<=",
+            4,
+        ),
         ("bytes per pending anchor", figures.state_size["bytes_per_anchor"], "<=", 40),
         (
             f"{figures.ticks['overdue_ticks']} overdue ticks / one tick",
@@ -622,7 +647,9 @@ def print_table(figures: Figures) -> None:
     small = figures.small_batches
     print(
         f"\nsmall batches of {small['events']:,} events: median {small['median_s']:.2f} s,"
-        f" p95 {small['p95_s']:.2f} s over {small['runs']} runs"
+        f" p95 {small['p95_s']:.2f} s over {small['runs']} runs;"
+        f" {small['delta_commits_total']} Delta commits each"
+        f" ({', '.join(f'{t} {n}' for t, n in small['delta_commits'].items())})"
     )
     size = figures.state_size
     print(

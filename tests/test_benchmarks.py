@@ -40,7 +40,11 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
             row["completed"],
             row["failed"],
         )
-    assert figures["small_batches"]["runs"] == sizes["small_runs"]
+    small = figures["small_batches"]
+    assert small["runs"] == sizes["small_runs"]
+    # a batch that resolves trees: its log row twice (started, committed), one MERGE, outputs
+    assert small["delta_commits"]["batches"] == 2 and small["delta_commits"]["pending"] == 1
+    assert small["delta_commits_total"] == sum(small["delta_commits"].values())
     assert figures["state_size"]["pending_rows"] >= sizes["main_pending"]
     assert figures["state_size"]["bytes_per_anchor"] > 0
     largest, smallest = sizes["scaling_pending"][-1], sizes["scaling_pending"][0]
@@ -49,6 +53,7 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         "micro-batch / floor, largest batch",
         f"time(pending {largest:,}) / time(pending {smallest:,})",
         "small-batch median seconds",
+        "Delta commits per small micro-batch",
         "bytes per pending anchor",
         f"{sizes['overdue_ticks']} overdue ticks / one tick",
     ]
