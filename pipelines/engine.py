@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.config import Config
-from pipelines.errors import AckerError
+from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.sql import run_sql
 
@@ -200,18 +200,18 @@ def _log_batch(spark: SparkSession, config: Config, result: BatchResult, replace
 def _check_batch_order(config: Config, position: Position, batch_id: int) -> None:
     """Refuse a batch id that cannot follow what the tables hold."""
     if position.unfinished_tick is not None:
-        raise AckerError(
+        raise InterruptedWork(
             f"the tick to epoch {position.unfinished_tick} was interrupted: "
             "run `acker tick` to finish it before applying micro-batches"
         )
     started = position.started_batch_id
     if started is not None and batch_id != started:
-        raise AckerError(
+        raise CheckpointMismatch(
             f"micro-batch {started} was interrupted and the stream now offers batch {batch_id}: "
             f"the checkpoint {config.checkpoint_path} does not belong to these tables"
         )
     if batch_id < position.last_batch_id:
-        raise AckerError(
+        raise CheckpointMismatch(
             f"micro-batch {batch_id} is older than the last committed batch "
             f"{position.last_batch_id}: the checkpoint {config.checkpoint_path} was rolled back "
             "or replaced; its events would be applied twice"
@@ -272,7 +272,7 @@ def process_batch(
         if committed["input_fingerprint"] == fingerprint:
             return None
         if committed["epoch"] != epoch:
-            raise AckerError(
+            raise ReplayConflict(
                 f"micro-batch {batch_id} is replayed with other content after the tick to "
                 f"epoch {epoch}; a batch can only be applied again before the next tick"
             )
@@ -427,7 +427,7 @@ def tick(
         return []
     position = read_position(spark, config)
     if position.started_batch_id is not None:
-        raise AckerError(
+        raise InterruptedWork(
             f"micro-batch {position.started_batch_id} was interrupted before it committed: "
             "run `acker run` to finish it before ticking"
         )

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from pipelines import engine
 from pipelines.config import Config
 from pipelines.engine import BatchResult, Position, TickResult, position_after, process_batch
-from pipelines.errors import AckerError
+from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
 from pipelines.sql import quoted_table, run_sql
 
@@ -71,7 +71,7 @@ class EventTimeStager:
         spark = batch.sparkSession
         newest = _newest_staged(spark, self.config)
         if batch_id < newest:
-            raise AckerError(
+            raise CheckpointMismatch(
                 f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
                 f"checkpoint {self.config.checkpoint_path} was rolled back or replaced; its "
                 "events would be applied twice"
@@ -179,7 +179,7 @@ def drain(
 
     started = position.started_batch_id
     if started is not None and started < SLICE_SPAN:
-        raise AckerError(
+        raise ClockMismatch(
             f"micro-batch {started} was interrupted under another clock: run `acker run` "
             "with that clock to finish it before changing acker.clock to 'event_time'"
         )
@@ -214,7 +214,7 @@ def drain(
         )
         slice_id = max(position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
         if slice_id // SLICE_SPAN != held["newest"]:
-            raise AckerError(
+            raise StreamBatchTooWide(
                 f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
                 "acker.tick_interval_s or lower acker.max_files_per_batch"
             )

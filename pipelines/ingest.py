@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 
 from pipelines.config import Config
 from pipelines.engine import append_idempotent
-from pipelines.errors import AckerError
+from pipelines.errors import UnreadableInput
 from pipelines.sql import quoted_table, run_sql
 
 __all__ = [
@@ -208,11 +208,11 @@ def file_format(path: Path, forced: str | None = None) -> str:
     """The format of ``path``: ``forced`` if given, else by extension."""
     if forced is not None:
         if forced not in FORMATS:
-            raise AckerError(f"--format {forced!r}: use one of {', '.join(FORMATS)}")
+            raise UnreadableInput(f"--format {forced!r}: use one of {', '.join(FORMATS)}")
         return forced
     fmt = _EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
-        raise AckerError(
+        raise UnreadableInput(
             f"{path}: unknown file type {path.suffix!r} "
             "(use .jsonl, .json, .ndjson, .csv or .parquet, or --format)"
         )
@@ -263,7 +263,7 @@ def _input_files(paths: Sequence[str | Path], fmt: str | None) -> list[Path]:
             file_format(path, fmt)
             files.append(path)
         else:
-            raise AckerError(f"{path}: no such file or folder")
+            raise UnreadableInput(f"{path}: no such file or folder")
     return files
 
 

@@ -28,7 +28,14 @@ from pipelines.engine import (
     process_batch,
     read_position,
 )
-from pipelines.errors import AckerError
+from pipelines.errors import (
+    REFUSALS,
+    AckerError,
+    ClockMismatch,
+    NotInitialised,
+    StreamFailed,
+    UnsupportedSession,
+)
 from pipelines.event_time import EventTimeStager, drain, event_time_started
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
@@ -104,7 +111,7 @@ def open_tables(spark: SparkSession, config: Config, views: Collection[str] = tu
     message if it was never initialised."""
     missing = attach_tables(spark, config, views)
     if missing:
-        raise AckerError(
+        raise NotInitialised(
             f"warehouse {config.warehouse.path} has no table {config.qualified(missing[0])}: "
             "run `acker init` first"
         )
@@ -218,14 +225,14 @@ def _process_available(
                 progress(result)
 
 
-_REFUSAL = re.compile(r"AckerError: (.+)")
+_REFUSAL = re.compile(r"\b(" + "|".join(REFUSALS) + r"): (.+)")
 
 
 def _refusal_in(failure: str) -> AckerError | None:
-    """The refusal a micro-batch raised on a Spark Connect server, from the stream's failure,
-    which carries only the worker's traceback as text."""
+    """The refusal a micro-batch raised on a Spark Connect server, as its own class, from the
+    stream's failure, which carries only the worker's traceback as text."""
     found = _REFUSAL.search(failure)
-    return None if found is None else AckerError(found.group(1).strip())
+    return None if found is None else REFUSALS[found.group(1)](found.group(2).strip())
 
 
 def _committed_since(spark: SparkSession, config: Config, last_batch_id: int) -> list[BatchResult]:
@@ -278,7 +285,7 @@ def _resume(
     open_tables(spark, config, views=())
     position = read_position(spark, config)
     if config.acker.clock != "event_time" and event_time_started(spark, config):
-        raise AckerError(
+        raise ClockMismatch(
             f"acker.clock = {config.acker.clock!r}, but these tables were run under the "
             "event_time clock, whose micro-batch ids and staged events the other clocks "
             "cannot follow: keep acker.clock = 'event_time'"
@@ -320,7 +327,7 @@ def run_continuously(
     the next run replays it. Nothing is lost or applied twice.
     """
     if is_connect(spark):
-        raise AckerError(
+        raise UnsupportedSession(
             "continuous mode needs a classic Spark session, and spark.remote = "
             f"{config.spark.remote!r} makes a Spark Connect one: its micro-batches would run on "
             "the server, out of reach of this run's stop and ticks; run `acker run` on a schedule"
@@ -360,7 +367,7 @@ def run_continuously(
         if refusals:
             raise refusals[0]
         if failure is not None and "StopRequested" not in str(failure):
-            raise AckerError(f"the stream failed: {str(failure).splitlines()[0]}")
+            raise StreamFailed(f"the stream failed: {str(failure).splitlines()[0]}")
         return _run_report(spark, config, position.last_batch_id, ticks)
 
 

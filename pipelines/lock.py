@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipelines.config import Config
-from pipelines.errors import AckerError
+from pipelines.errors import WriterBusy
 
 __all__ = ["lock_path", "writer_lock"]
 
@@ -48,7 +48,7 @@ def writer_lock(config: Config, verb: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
-            raise AckerError(
+            raise WriterBusy(
                 f"another acker writer holds {path} ({holder}); "
                 "wait for it to finish, one writer at a time"
             ) from None

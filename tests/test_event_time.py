@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from pipelines import jobs
-from pipelines.errors import AckerError
+from pipelines.errors import CheckpointMismatch, ClockMismatch
 from pipelines.workload import Event
 from tests.acker_harness import (
     Harness,
@@ -85,7 +85,9 @@ def test_a_lost_checkpoint_is_refused_before_anything_is_staged(acker_factory) -
     acker.batch(init(A, E1, 0))
     acker.batch(init(B, E2, 1_000))
     shutil.rmtree(acker.config.checkpoint_path)
-    with pytest.raises(AckerError, match=r"^micro-batch 0 is older than the last staged batch 1"):
+    with pytest.raises(
+        CheckpointMismatch, match=r"^micro-batch 0 is older than the last staged batch 1"
+    ):
         jobs.run(acker.spark, acker.config)
     assert acker.pending_ids() == {A, B}
     assert acker.table("held_events").count() == 0
@@ -110,7 +112,7 @@ def test_tables_run_under_event_time_refuse_another_clock(acker_factory) -> None
     acker.batch(init(A, E1, 0))
     manual = replace(acker.config, acker=replace(acker.config.acker, clock="manual"))
     jobs.append_events(acker.spark, manual, [ack(A, E1, 1_000)])
-    with pytest.raises(AckerError, match=r"^acker.clock = 'manual', but these tables were run"):
+    with pytest.raises(ClockMismatch, match=r"^acker.clock = 'manual', but these tables were run"):
         jobs.run(acker.spark, manual)
     assert acker.pending_ids() == {A}
 

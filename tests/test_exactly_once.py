@@ -15,7 +15,7 @@ from chispa import assert_df_equality
 from pipelines import jobs
 from pipelines.cli import main
 from pipelines.engine import process_batch
-from pipelines.errors import AckerError
+from pipelines.errors import CheckpointMismatch, ReplayConflict, WriterBusy
 from pipelines.lock import lock_path
 from pipelines.workload import Event
 from tests.acker_harness import (
@@ -105,7 +105,7 @@ def test_batch_applied_again_with_other_content_equals_one_application(acker_fac
 def test_replay_with_other_content_after_a_tick_is_refused(acker: Harness) -> None:
     acker.batch(init(A, E1, 0))
     acker.tick()
-    with pytest.raises(AckerError, match="only be applied again before the next tick"):
+    with pytest.raises(ReplayConflict, match="only be applied again before the next tick"):
         process_batch(acker.spark, acker.config, events_df(acker, ack(A, E1, 5)), batch_id=0)
     assert acker.pending_ids() == {A}
 
@@ -113,7 +113,7 @@ def test_replay_with_other_content_after_a_tick_is_refused(acker: Harness) -> No
 def test_a_batch_older_than_the_last_committed_is_refused(acker: Harness) -> None:
     acker.batch(init(A, E1, 0))
     acker.batch(init(B, E2, 0))
-    with pytest.raises(AckerError, match="older than the last committed batch 1"):
+    with pytest.raises(CheckpointMismatch, match="older than the last committed batch 1"):
         process_batch(acker.spark, acker.config, events_df(acker, ack(A, E1, 5)), batch_id=0)
     assert acker.pending_ids() == {A, B}
 
@@ -137,7 +137,7 @@ def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        with pytest.raises(AckerError, match=r"another acker writer holds .*pid 1 on elsewhere"):
+        with pytest.raises(WriterBusy, match=r"another acker writer holds .*pid 1 on elsewhere"):
             jobs.tick(acker.spark, acker.config, 1)
         assert jobs.status(acker.spark, acker.config).epoch == 0
     finally:

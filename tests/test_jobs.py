@@ -6,9 +6,12 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import functions as F
 
 from pipelines import jobs
+from pipelines.errors import CheckpointMismatch
+from pipelines.jobs import _refusal_in
 from pipelines.workload import WorkloadSpec
 from tests.acker_harness import Harness, ack, init
 
@@ -77,3 +80,17 @@ def test_ingesting_the_same_files_again_adds_nothing(acker: Harness, tmp_path: P
         f"[1/2] {folder / 'b.jsonl'}: 1 events, 0 quarantined",
         f"[2/2] {folder / 'day1' / 'a.jsonl'}: 2 events, 0 quarantined",
     ]
+
+
+@pytest.mark.fast
+def test_a_refusal_from_a_connect_server_is_raised_again_as_its_own_class() -> None:
+    failure = (
+        "StreamingQueryException: [STREAM_FAILED] ...\n"
+        '  File "/work/pipelines/engine.py", line 214, in _check_batch_order\n'
+        "pipelines.errors.CheckpointMismatch: micro-batch 0 is older than the last committed "
+        "batch 1: the checkpoint /tmp/cp was rolled back or replaced\n"
+    )
+    refusal = _refusal_in(failure)
+    assert type(refusal) is CheckpointMismatch
+    assert str(refusal).startswith("micro-batch 0 is older than the last committed batch 1")
+    assert _refusal_in("java.lang.OutOfMemoryError: Java heap space") is None

@@ -10,7 +10,7 @@ from chispa import assert_df_equality
 
 from pipelines import jobs
 from pipelines.engine import BatchResult, TickResult, process_batch
-from pipelines.errors import AckerError
+from pipelines.errors import CheckpointMismatch
 from pipelines.jobs import ACK_EVENTS_SCHEMA
 from tests.acker_harness import Harness, ack, anchor, fail, init, outcome, reset
 
@@ -68,7 +68,7 @@ def test_a_lost_checkpoint_is_refused_with_the_reason_and_changes_nothing(acker:
     acker.batch(ack(A, E1, 5), init(B, E2, 0))
     shutil.rmtree(acker.config.checkpoint_path)
     with pytest.raises(
-        AckerError, match=r"^micro-batch 0 is older than the last committed batch 1"
+        CheckpointMismatch, match=r"^micro-batch 0 is older than the last committed batch 1"
     ):
         jobs.run(acker.spark, acker.config)
     assert acker.pending_ids() == {B}
