@@ -4,6 +4,8 @@
 --       the ack_events ones (ingest's file and line number) pass through unchanged.
 -- Who runs it: pipelines.engine.process_batch over the temp view `batch_events`, and
 --              pipelines.ingest over the rows of one input file.
+-- Reads: the temp view batch_events: ack_events rows plus `staged_reason`, a reason decided
+--        before the batch (the event_time stager's, see pipelines.event_time), null otherwise.
 -- Parameters: none.
 -- Why `raw` only for quarantined rows: rendering every row as JSON made this step and the
 --     fingerprint take 20-23 s for 5M events instead of 4-7 s; valid rows need only
@@ -25,13 +27,14 @@ reasoned as (
             when event_type in ('ack', 'anchor') and xor_value = 0 then 'zero_xor_value'
             when event_type = 'init' and spout_task is null then 'init_without_spout_task'
             when event_time is null then 'null_event_time'
+            else staged_reason
         end as quarantine_reason
     from batch_rows
 ),
 
 final as (
     select
-        * except (xor_value, quarantine_reason),
+        * except (xor_value, staged_reason, quarantine_reason),
         case when event_type in ('fail', 'reset') then null else xor_value end as xor_value,
         -- xxhash64 skips null arguments, so which columns are null is hashed too
         xxhash64(

@@ -15,7 +15,8 @@ create table if not exists identifier(:table) (
     component       string    comment 'as in ack_events',
     event_time      timestamp comment 'as in ack_events',
     event_id        string    comment 'as in ack_events',
-    stream_batch_id bigint    comment 'the micro-batch of the stream over ack_events that staged it'
+    stream_batch_id bigint    comment 'the micro-batch of the stream over ack_events that staged it',
+    quarantine_reason string  comment 'set when staged: event_time_in_future | event_time_far_from_batch (then the next micro-batch quarantines it); null otherwise'
 )
 using delta
 comment 'batch acker: events staged by the event_time clock until their epoch comes'

@@ -6,4 +6,7 @@
 delete from identifier(:held_events)
 where
     stream_batch_id <= :stream_batch_id
-    and coalesce(floor((unix_micros(event_time) - :origin_us) / :interval_us), :epoch) <= :epoch
+    and (
+        quarantine_reason is not null
+        or coalesce(floor((unix_micros(event_time) - :origin_us) / :interval_us), :epoch) <= :epoch
+    )

@@ -1,13 +1,26 @@
 -- select_held_slice.sql
 -- What: the staged events an event_time slice applies: staged by stream batch :stream_batch_id
---       or earlier, and with an event time in epoch :epoch or before (a null event_time is
---       quarantined by the slice, so it goes with the first one).
+--       or earlier, and with an event time in epoch :epoch or before (a null event_time, or a
+--       row the stager marked for quarantine, is quarantined by the slice, so it goes with the
+--       first one).
 -- Who runs it: pipelines.event_time.
 -- Parameters: :held_events (table); :stream_batch_id; :epoch; :origin_us and :interval_us,
 --             the event time (microseconds since 1970) at which epoch 0 starts and the epoch's
 --             length.
-select anchor_id, event_type, xor_value, spout_task, source_msg_id, component, event_time, event_id
+select
+    anchor_id,
+    event_type,
+    xor_value,
+    spout_task,
+    source_msg_id,
+    component,
+    event_time,
+    event_id,
+    quarantine_reason as staged_reason
 from identifier(:held_events)
 where
     stream_batch_id <= :stream_batch_id
-    and coalesce(floor((unix_micros(event_time) - :origin_us) / :interval_us), :epoch) <= :epoch
+    and (
+        quarantine_reason is not null
+        or coalesce(floor((unix_micros(event_time) - :origin_us) / :interval_us), :epoch) <= :epoch
+    )

@@ -56,6 +56,7 @@ class AckerSettings:
     clock: str = "manual"
     tick_interval_s: float = 30.0
     allowed_lateness_s: float = 0.0
+    max_event_skew_s: float = 30 * 24 * 3600.0
     max_pending: int = 10_000_000
     tombstone_epochs: int = 10
     max_files_per_batch: int = 1000
@@ -163,6 +164,7 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         clock=_take("acker", raw, "clock", str, d.clock),
         tick_interval_s=_take("acker", raw, "tick_interval_s", float, d.tick_interval_s),
         allowed_lateness_s=_take("acker", raw, "allowed_lateness_s", float, d.allowed_lateness_s),
+        max_event_skew_s=_take("acker", raw, "max_event_skew_s", float, d.max_event_skew_s),
         max_pending=_take("acker", raw, "max_pending", int, d.max_pending),
         tombstone_epochs=_take("acker", raw, "tombstone_epochs", int, d.tombstone_epochs),
         max_files_per_batch=_take("acker", raw, "max_files_per_batch", int, d.max_files_per_batch),
@@ -181,6 +183,10 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         raise ConfigError(
             f"acker.allowed_lateness_s = {settings.allowed_lateness_s}: "
             "must be a finite number >= 0"
+        )
+    if not 0 < settings.max_event_skew_s < math.inf:
+        raise ConfigError(
+            f"acker.max_event_skew_s = {settings.max_event_skew_s}: must be a finite number > 0"
         )
     if settings.max_pending < 1:
         raise ConfigError(f"acker.max_pending = {settings.max_pending}: must be >= 1")

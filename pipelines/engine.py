@@ -33,6 +33,7 @@ __all__ = [
     "Position",
     "TickResult",
     "append_idempotent",
+    "classify_events",
     "committed_batch",
     "interrupted_tick",
     "position_after",
@@ -218,6 +219,18 @@ def _check_batch_order(config: Config, position: Position, batch_id: int) -> Non
         )
 
 
+def classify_events(spark: SparkSession, config: Config, events: DataFrame) -> DataFrame:
+    """``events`` (ack_events rows, with or without a ``staged_reason`` decided before the
+    batch) tagged by classify_batch_events.sql with the reason each breaks the input contract,
+    and checkpointed; also bound as the temp view ``classified_events``."""
+    if "staged_reason" not in events.columns:
+        events = events.withColumn("staged_reason", F.lit(None).cast("string"))
+    events.createOrReplaceTempView("batch_events")
+    classified = run_sql(spark, config, "classify_batch_events").localCheckpoint()
+    classified.createOrReplaceTempView("classified_events")
+    return classified
+
+
 def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
     """The batch log's ``committed`` row of ``batch_id`` (``None`` if it has none)."""
     return (
@@ -260,9 +273,7 @@ def process_batch(
     epoch = position.epoch
     started = time.monotonic()
     started_at = _now()
-    events.createOrReplaceTempView("batch_events")
-    classified = run_sql(spark, config, "classify_batch_events").localCheckpoint()
-    classified.createOrReplaceTempView("classified_events")
+    classify_events(spark, config, events)
     input_row = run_sql(spark, config, "fingerprint_batch").first()
     assert input_row is not None
     fingerprint = str(input_row["fingerprint"])

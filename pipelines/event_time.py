@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import engine
@@ -77,8 +78,25 @@ class EventTimeStager:
                 "events would be applied twice"
             )
         staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
+        staged = staged.withColumn("quarantine_reason", _implausible(batch, self.config))
         engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
         crash_point("stage:appended", batch_id)
+
+
+def _implausible(batch: DataFrame, config: Config) -> Column:
+    """Why a row of ``batch`` must not move the clock (null for most): an event time more than
+    ``max_event_skew_s`` ahead of now (``event_time_in_future``), or that far from the stream
+    batch's median event time (``event_time_far_from_batch``: a stray among its neighbours,
+    which would otherwise set the first run's origin or drag the watermark)."""
+    skew_us = round(config.acker.max_event_skew_s * 1_000_000)
+    now_us = round(datetime.now(UTC).timestamp() * 1_000_000)
+    micros = F.unix_micros("event_time")
+    middle = batch.agg(F.percentile_approx(micros, 0.5)).first()
+    median_us = None if middle is None else middle[0]
+    reason = F.when(micros > now_us + skew_us, "event_time_in_future")
+    if median_us is not None:
+        reason = reason.when(F.abs(micros - median_us) > skew_us, "event_time_far_from_batch")
+    return reason
 
 
 def _newest_staged(spark: SparkSession, config: Config) -> int:
@@ -90,9 +108,16 @@ def _newest_staged(spark: SparkSession, config: Config) -> int:
     return max(-1 if held is None or held[0] is None else held[0], newest_slice)
 
 
+def _plausible_micros() -> Column:
+    """A held row's event time in microseconds since 1970, null if the stager marked the row
+    for quarantine: such a row never moves the clock."""
+    return F.when(F.col("quarantine_reason").isNull(), F.unix_micros("event_time"))
+
+
 def _earliest_us(held: DataFrame) -> int | None:
-    """The earliest event time in ``held``, in microseconds since 1970 (``None`` if none)."""
-    row = held.agg(F.min(F.unix_micros("event_time"))).first()
+    """The earliest event time in ``held`` that may move the clock, in microseconds since 1970
+    (``None`` if none)."""
+    row = held.agg(F.min(_plausible_micros())).first()
     return None if row is None else row[0]
 
 
@@ -196,8 +221,8 @@ def drain(
             .agg(
                 F.count("*").alias("rows"),
                 F.max("stream_batch_id").alias("newest"),
-                F.min(F.unix_micros("event_time")).alias("earliest_us"),
-                F.max(F.unix_micros("event_time")).alias("latest_us"),
+                F.min(_plausible_micros()).alias("earliest_us"),
+                F.max(_plausible_micros()).alias("latest_us"),
             )
             .first()
         )
@@ -206,7 +231,7 @@ def drain(
             return ticks
         if scale is None:
             if held["earliest_us"] is None:
-                return ticks  # only rows without an event time: they wait for the first with one
+                return ticks  # no row that may move the clock yet: the others wait for one
             scale = _fix_scale(spark, config, held["earliest_us"], position.epoch)
         latest_us = held["latest_us"]
         watermark_epoch = (

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from pipelines.config import Config
-from pipelines.engine import append_idempotent
+from pipelines.engine import append_idempotent, classify_events
 from pipelines.errors import UnreadableInput
 from pipelines.sql import quoted_table, run_sql
 
@@ -295,9 +295,7 @@ def ingest(
     accepted = quarantined = skipped = 0
     for index, file in enumerate(files, start=1):
         rows = _source_rows(file, fmt, progress)
-        spark.createDataFrame(rows, _SOURCE_SCHEMA).createOrReplaceTempView("batch_events")
-        classified = run_sql(spark, config, "classify_batch_events").localCheckpoint()
-        classified.createOrReplaceTempView("classified_events")
+        classify_events(spark, config, spark.createDataFrame(rows, _SOURCE_SCHEMA))
         outputs = {
             "ack_events": run_sql(spark, config, "select_ingested_events"),
             "quarantine": run_sql(spark, config, "select_ingest_quarantine", source=str(file)),

@@ -41,7 +41,7 @@ from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql_figures
-from pipelines.tables import attach_tables, create_tables
+from pipelines.tables import attach_tables, create_tables, upgrade_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
 __all__ = [
@@ -283,6 +283,7 @@ def _resume(
     """Attach the tables, finish a tick a crash interrupted (an interrupted micro-batch is
     finished by the stream, which replays it), and return where the acker then stands."""
     open_tables(spark, config, views=())
+    upgrade_tables(spark, config)
     position = read_position(spark, config)
     if config.acker.clock != "event_time" and event_time_started(spark, config):
         raise ClockMismatch(

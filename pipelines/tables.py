@@ -24,6 +24,7 @@ __all__ = [
     "create_tables",
     "missing_tables",
     "table_location",
+    "upgrade_tables",
 ]
 
 # `acker ingest` marks each file's appends with the file's SHA-256 as a Delta transaction id;
@@ -88,9 +89,19 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     for table in INGESTED_TABLES:
         if table not in created and _idempotency_window(spark, config, table) is None:
             run_sql(spark, config, "set_idempotency_window", window, table=config.qualified(table))
+    upgrade_tables(spark, config)
     if created:  # otherwise attach_tables has already made the views
         _create_views(spark, config)
     return created
+
+
+def upgrade_tables(spark: SparkSession, config: Config) -> None:
+    """Add what a newer acker needs to tables an older one created: held_events' column for
+    the event_time stager's quarantine reason. Cheap when there is nothing to add (a look at
+    the table's schema), so every writer runs it as it starts."""
+    held = config.qualified("held_events")
+    if "quarantine_reason" not in spark.table(held).columns:
+        run_sql(spark, config, "add_held_quarantine_reason", table=held)
 
 
 def _idempotency_window(spark: SparkSession, config: Config, table: str) -> str | None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.errors import CheckpointMismatch, ClockMismatch
+from pipelines.tables import table_location
 from pipelines.workload import Event
 from tests.acker_harness import (
+    BASE_TIME,
     Harness,
     ack,
     assert_same_settled_tables,
@@ -105,6 +109,47 @@ def test_rows_without_an_event_time_wait_for_the_first_row_with_one(acker_factor
     assert [tuple(r) for r in reasons] == [("null_event_time", SECOND_STREAM_BATCH)]
     stamps = acker.table("pending").select("anchor_id", "epoch").orderBy("anchor_id")
     assert [tuple(r) for r in stamps.collect()] == [(B, 0), (C, 1)]
+
+
+def test_events_dated_a_year_off_are_quarantined_and_move_no_clock(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    normal = [init(A, E1, 0), ack(A, E1, 12_000), init(B, E2, 3_000)]
+    year = timedelta(days=365)
+    ahead = ack(C, E1, _ms_after_base(datetime.now(UTC).replace(tzinfo=None) + year))
+    behind = ack(C, E2, _ms_after_base(BASE_TIME - year))
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    report = acker.batch(ahead, *normal, behind)
+    reference: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    expected = reference.batch(*normal)
+    # Neither a year of ticks to the event ahead nor an origin a year back.
+    assert [t.epoch for t in report.ticks] == [t.epoch for t in expected.ticks] == [1]
+    anchor = F.get_json_object("raw", "$.anchor_id").cast("bigint")
+    reasons = acker.table("quarantine").select(anchor, "reason", "batch_id")
+    assert sorted(tuple(r) for r in reasons.collect()) == [
+        (C, "event_time_far_from_batch", 0),
+        (C, "event_time_in_future", 0),
+    ]
+    assert acker.table("held_events").count() == 0
+    assert_same_settled_tables(
+        acker, reference, ["pending", "completed", "failed", "expired", "late_events", "ticks"]
+    )
+
+
+def test_a_run_adds_the_stagers_column_to_an_older_held_events(acker: Harness) -> None:
+    held = acker.config.qualified("held_events")
+    acker.spark.sql(f"drop table {held}")
+    shutil.rmtree(table_location(acker.config, "held_events"), ignore_errors=True)
+    acker.spark.sql(
+        f"create table {held} (anchor_id bigint, event_type string, xor_value bigint, "
+        "spout_task int, source_msg_id string, component string, event_time timestamp, "
+        f"event_id string, stream_batch_id bigint) using delta "
+        f"location '{table_location(acker.config, 'held_events')}'"
+    )
+    jobs.run(acker.spark, acker.config)
+    assert acker.spark.table(held).columns[-1] == "quarantine_reason"
+
+
+def _ms_after_base(moment: datetime) -> int:
+    return round((moment - BASE_TIME).total_seconds() * 1000)
 
 
 def test_tables_run_under_event_time_refuse_another_clock(acker_factory) -> None:  # type: ignore[no-untyped-def]
