@@ -11,22 +11,35 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 __all__ = [
+    "CLOCKS",
+    "PROTOCOLS",
+    "REFRESH_MODES",
     "AckerSettings",
+    "Clock",
     "Config",
     "ConfigError",
     "MaintainSettings",
+    "Protocol",
+    "Refresh",
     "SparkSettings",
     "WarehouseSettings",
     "check_identifier",
     "load_config",
 ]
 
-REFRESH_MODES = ("reset", "activity")
-CLOCKS = ("manual", "processing_time", "event_time")
-PROTOCOLS = ("storm", "fsshelter")
+Refresh = Literal["reset", "activity"]
+"""What renews a pending tree's stamp: its reset and fail events (Storm 2.x), or any event."""
+Clock = Literal["manual", "processing_time", "event_time"]
+"""What advances the epoch: ``acker tick`` alone, the wall clock, or the events' own time."""
+Protocol = Literal["storm", "fsshelter"]
+"""Whose acking messages ``ack_events`` holds: they differ in what an init of 0 means."""
+
+REFRESH_MODES: tuple[Refresh, ...] = get_args(Refresh)
+CLOCKS: tuple[Clock, ...] = get_args(Clock)
+PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 DELTA_JAR_MODES = ("resolve", "provided")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -51,9 +64,9 @@ class AckerSettings:
     """Section ``[acker]``: the acking semantics."""
 
     buckets: int = 3
-    refresh: str = "reset"
-    protocol: str = "storm"
-    clock: str = "manual"
+    refresh: Refresh = "reset"
+    protocol: Protocol = "storm"
+    clock: Clock = "manual"
     tick_interval_s: float = 30.0
     allowed_lateness_s: float = 0.0
     max_event_skew_s: float = 30 * 24 * 3600.0

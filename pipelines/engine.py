@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.config import Config
+from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.sql import run_sql
@@ -107,7 +107,7 @@ class TickResult:
 
     epoch: int
     ticked_at: datetime
-    clock: str
+    clock: Clock
     expired_timeout: int
     expired_no_init: int
     last_batch_id: int
@@ -423,7 +423,7 @@ def process_batch(
 
 
 def tick(
-    spark: SparkSession, config: Config, count: int = 1, clock: str = "manual"
+    spark: SparkSession, config: Config, count: int = 1, clock: Clock = "manual"
 ) -> list[TickResult]:
     """Advance the epoch ``count`` times in one pass, expiring what each tick makes too old;
     return one result per tick.
@@ -453,7 +453,7 @@ def tick(
 
 
 def _tick_to(
-    spark: SparkSession, config: Config, position: Position, target: int, clock: str
+    spark: SparkSession, config: Config, position: Position, target: int, clock: Clock
 ) -> list[TickResult]:
     """Tick from ``position.epoch`` to ``target``. Every write carries the run's first new
     epoch as its Delta ``txnVersion``, so a run finished after a crash, which starts from the
