@@ -4,6 +4,8 @@
 -- Parameters: :table, the qualified table name; {{idempotency_window}}, how long Delta keeps
 --             each ingested file's transaction id (a table property takes no parameter
 --             marker).
+-- The change data feed gives each row its commit's timestamp, the arrival the processing_time
+-- clock needs; an append-only table's feed is read from its data files, so it costs no space.
 -- Invariants: append-only; the acker never updates or deletes a row (acker maintain only
 --             compacts files).
 -- Columns are nullable on purpose: rows that break the contract (null anchor_id, unknown
@@ -20,4 +22,7 @@ create table if not exists identifier(:table) (
 )
 using delta
 comment 'batch acker input: one row per acker message'
-tblproperties ('delta.setTransactionRetentionDuration' = {{idempotency_window}})
+tblproperties (
+    'delta.setTransactionRetentionDuration' = {{idempotency_window}},
+    'delta.enableChangeDataFeed' = 'true'
+)

@@ -1,11 +1,11 @@
 -- select_held_slice.sql
--- What: the staged events an event_time slice applies: staged by stream batch :stream_batch_id
---       or earlier, and with an event time in epoch :epoch or before (a null event_time, or a
---       row the stager marked for quarantine, is quarantined by the slice, so it goes with the
---       first one).
--- Who runs it: pipelines.event_time.
+-- What: the staged events a slice applies: staged by stream batch :stream_batch_id or earlier,
+--       and with a time in epoch :epoch or before: the arrival under processing_time, else the
+--       event time (a null event_time, or a row the stager marked for quarantine, is
+--       quarantined by the slice, so it goes with the first one).
+-- Who runs it: pipelines.staging.
 -- Parameters: :held_events (table); :stream_batch_id; :epoch; :origin_us and :interval_us,
---             the event time (microseconds since 1970) at which epoch 0 starts and the epoch's
+--             the time (microseconds since 1970) at which epoch 0 starts and the epoch's
 --             length.
 select
     anchor_id,
@@ -22,5 +22,8 @@ where
     stream_batch_id <= :stream_batch_id
     and (
         quarantine_reason is not null
-        or coalesce(floor((unix_micros(event_time) - :origin_us) / :interval_us), :epoch) <= :epoch
+        or coalesce(
+            floor((unix_micros(coalesce(arrived_at, event_time)) - :origin_us) / :interval_us),
+            :epoch
+        ) <= :epoch
     )

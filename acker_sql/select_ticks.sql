@@ -3,7 +3,10 @@
 --       with the trees each expired, counted from the expired table so that a run finished
 --       after a crash counts the rows its first attempt wrote.
 -- Who runs it: pipelines.engine.tick, after the expired rows are written.
--- Parameters: :expired (table); :first_epoch; :target; :clock; :last_batch_id.
+-- Parameters: :expired (table); :first_epoch; :target; :clock; :last_batch_id; :origin_us and
+--             :interval_us, the clock's time grid (microseconds since 1970): each tick is
+--             dated at the start of its epoch, so a clock anchored at its latest tick keeps
+--             its grid; both null for a tick dated now (acker tick).
 with epochs as (
     select explode(sequence(cast(:first_epoch as bigint), cast(:target as bigint))) as epoch
 ),
@@ -21,7 +24,9 @@ expiries as (
 final as (
     select
         e.epoch,
-        current_timestamp() as ticked_at,
+        coalesce(
+            timestamp_micros(:origin_us + e.epoch * :interval_us), current_timestamp()
+        ) as ticked_at,
         cast(:clock as string) as clock,
         coalesce(x.expired_timeout, 0) as expired_timeout,
         coalesce(x.expired_no_init, 0) as expired_no_init,

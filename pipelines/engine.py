@@ -30,6 +30,7 @@ from pipelines.sql import run_sql
 
 __all__ = [
     "BatchResult",
+    "EpochScale",
     "Position",
     "TickResult",
     "append_idempotent",
@@ -125,6 +126,19 @@ class Position:
     """A micro-batch started but not committed: interrupted, to be finished by ``acker run``."""
     unfinished_tick: int | None
     """The epoch of a tick interrupted after it wrote expired rows, to be finished first."""
+
+
+@dataclass(frozen=True)
+class EpochScale:
+    """Where epoch 0 starts and how long an epoch lasts, in microseconds since 1970: the time
+    grid of a clock that follows time (event_time: the events' own; processing_time: the wall
+    clock, anchored at its latest tick)."""
+
+    origin_us: int
+    interval_us: int
+
+    def epoch_of(self, micros: int) -> int:
+        return (micros - self.origin_us) // self.interval_us
 
 
 def _app_id(config: Config, kind: str) -> str:
@@ -423,10 +437,14 @@ def process_batch(
 
 
 def tick(
-    spark: SparkSession, config: Config, count: int = 1, clock: Clock = "manual"
+    spark: SparkSession,
+    config: Config,
+    count: int = 1,
+    clock: Clock = "manual",
+    scale: EpochScale | None = None,
 ) -> list[TickResult]:
     """Advance the epoch ``count`` times in one pass, expiring what each tick makes too old;
-    return one result per tick.
+    return one result per tick, dated by ``scale`` (the start of its epoch), or now without one.
 
     An entry stamped with epoch ``e`` expires at the tick that makes the epoch ``e + buckets``
     (``RotatingMap.rotate()``), into ``expired`` with reason ``timeout`` or ``no_init`` and that
@@ -445,15 +463,20 @@ def tick(
     target = position.epoch + count
     results = []
     if position.unfinished_tick is not None:
-        results = _tick_to(spark, config, position, position.unfinished_tick, clock)
+        results = _tick_to(spark, config, position, position.unfinished_tick, clock, scale)
         position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
     if target > position.epoch:
-        results += _tick_to(spark, config, position, target, clock)
+        results += _tick_to(spark, config, position, target, clock, scale)
     return results
 
 
 def _tick_to(
-    spark: SparkSession, config: Config, position: Position, target: int, clock: Clock
+    spark: SparkSession,
+    config: Config,
+    position: Position,
+    target: int,
+    clock: Clock,
+    scale: EpochScale | None,
 ) -> list[TickResult]:
     """Tick from ``position.epoch`` to ``target``. Every write carries the run's first new
     epoch as its Delta ``txnVersion``, so a run finished after a crash, which starts from the
@@ -482,6 +505,8 @@ def _tick_to(
         target=target,
         clock=clock,
         last_batch_id=position.last_batch_id,
+        origin_us=None if scale is None else scale.origin_us,
+        interval_us=None if scale is None else scale.interval_us,
     ).localCheckpoint()
     append_idempotent(log, config, "ticks", "tick", first_epoch)
     crash_point("tick:committed", target)

@@ -5,7 +5,6 @@ Each takes ``spark`` first and a validated :class:`~pipelines.config.Config`.
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections.abc import Callable, Collection, Iterable
@@ -36,11 +35,18 @@ from pipelines.errors import (
     StreamFailed,
     UnsupportedSession,
 )
-from pipelines.event_time import EventTimeStager, drain, event_time_started
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql_figures
+from pipelines.staging import (
+    SLICE_SPAN,
+    STAGED_CLOCKS,
+    Stager,
+    drain,
+    event_time_started,
+    wall_clock,
+)
 from pipelines.tables import attach_tables, create_tables, upgrade_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 
@@ -139,12 +145,15 @@ def _start_stream(
     config: Config,
     apply: Callable[[DataFrame, int], None],
     trigger: dict[str, Any],
+    change_feed: bool,
 ) -> tuple[StreamingQuery, list[AckerError]]:
-    """Start the stream over ``ack_events``; return it and the list its refusals land in."""
-    events = (
-        spark.readStream.format("delta")
-        .option("maxFilesPerTrigger", config.acker.max_files_per_batch)
-        .table(config.qualified("ack_events"))
+    """Start the stream over ``ack_events`` (its change data feed if ``change_feed``, whose rows
+    carry their commit's timestamp); return it and the list its refusals land in."""
+    reader = spark.readStream.format("delta")
+    if change_feed:
+        reader = reader.option("readChangeFeed", "true")
+    events = reader.option("maxFilesPerTrigger", config.acker.max_files_per_batch).table(
+        config.qualified("ack_events")
     )
     refusals: list[AckerError] = []
 
@@ -175,7 +184,13 @@ class BatchApplier:
         self.position: Position | None = position
 
     def apply(self, batch: DataFrame, batch_id: int) -> BatchResult | None:
-        result = process_batch(batch.sparkSession, self.config, batch, batch_id, self.position)
+        spark = batch.sparkSession
+        position = self.position or read_position(spark, self.config)
+        # After a staged clock, whose slices of stream batch S have ids from S * 2**20, each
+        # stream batch keeps that numbering.
+        if position.last_batch_id >= SLICE_SPAN:
+            batch_id *= SLICE_SPAN
+        result = process_batch(spark, self.config, batch, batch_id, position)
         if result is not None:
             self.position = position_after(result)
         return result
@@ -185,13 +200,16 @@ class BatchApplier:
         self.position = None
 
 
-def _stream_applier(config: Config, position: Position) -> BatchApplier | EventTimeStager:
+def _stream_applier(config: Config, position: Position) -> BatchApplier | Stager:
     """What the stream does with each micro-batch: apply it, starting from ``position``, or,
-    under the event_time clock, stage it for the drain that applies events in event-time
+    under a clock that follows time, stage it for the drain that applies events in time
     order."""
-    if config.acker.clock == "event_time":
-        return EventTimeStager(config)
+    if config.acker.clock in STAGED_CLOCKS:
+        return Stager(config)
     return BatchApplier(config, position)
+
+
+_MISSING_CHANGE_DATA = "DELTA_MISSING_CHANGE_DATA"
 
 
 def _process_available(
@@ -208,7 +226,31 @@ def _process_available(
         if result is not None and report is not None:
             report(result)
 
-    query, refusals = _start_stream(spark, config, apply, {"availableNow": True})
+    change_feed = config.acker.clock == "processing_time"
+    try:
+        _await_available(spark, config, apply, change_feed)
+    except Exception as failure:
+        if not (change_feed and _MISSING_CHANGE_DATA in str(failure)):
+            raise
+        # Rows appended before the feed was enabled (a warehouse of an older acker) have no
+        # commit date in it, and a stream restarting on the feed reads its last committed
+        # batch again: until a batch of rows appended since has been read, runs read without
+        # the feed and stage what they read as arriving now, as the clock took them before.
+        _await_available(spark, config, apply, change_feed=False)
+    finally:
+        if connect and progress is not None:
+            for result in _committed_since(spark, config, position.last_batch_id):
+                progress(result)
+
+
+def _await_available(
+    spark: SparkSession,
+    config: Config,
+    apply: Callable[[DataFrame, int], None],
+    change_feed: bool,
+) -> None:
+    """Run the stream over what ``ack_events`` holds now, to its end."""
+    query, refusals = _start_stream(spark, config, apply, {"availableNow": True}, change_feed)
     try:
         query.awaitTermination()
     except Exception as failure:
@@ -219,10 +261,6 @@ def _process_available(
         if refusal is not None:
             raise refusal from None
         raise
-    finally:
-        if connect and progress is not None:
-            for result in _committed_since(spark, config, position.last_batch_id):
-                progress(result)
 
 
 _REFUSAL = re.compile(r"\b(" + "|".join(REFUSALS) + r"): (.+)")
@@ -246,31 +284,28 @@ def _committed_since(spark: SparkSession, config: Config, last_batch_id: int) ->
     return [BatchResult(**row.asDict()) for row in rows]
 
 
-def _scalar(df: DataFrame) -> Any:
-    """The single value of a one-row, one-column result."""
-    row = df.first()
-    return None if row is None else row[0]
-
-
 def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) -> int:
-    """How many ticks the processing_time clock owes now; always 0 for the manual clock, and
-    for the event_time clock, whose drain ticks as the watermark moves (pipelines.event_time)."""
+    """How many ticks the processing_time clock owes now (``now`` in UTC): one per
+    ``tick_interval_s`` since the start of the current epoch; always 0 for the manual clock,
+    and for the event_time clock, whose drain ticks as the watermark moves."""
     if config.acker.clock != "processing_time":
         return 0
-    last_tick = _scalar(spark.table(config.qualified("ticks")).agg(F.max("ticked_at")))
-    first_batch = _scalar(spark.table(config.qualified("batches")).agg(F.min("started_at")))
-    reference: datetime | None = last_tick or first_batch
-    if reference is None:
+    anchored = wall_clock(spark, config)
+    if anchored is None:
         return 0
+    epoch, scale = anchored
     current = now or datetime.now(UTC).replace(tzinfo=None)
-    elapsed = (current - reference).total_seconds()
-    return max(0, math.floor(elapsed / config.acker.tick_interval_s))
+    return max(0, scale.epoch_of(round(current.replace(tzinfo=UTC).timestamp() * 1e6)) - epoch)
 
 
 def _tick(
     spark: SparkSession, config: Config, count: int, progress: Progress | None
 ) -> list[TickResult]:
-    results = engine.tick(spark, config, count, clock=config.acker.clock)
+    """Tick ``count`` times on the configured clock: the processing_time clock's ticks are
+    dated at the start of their epochs, so its grid stays where its latest tick put it."""
+    anchored = wall_clock(spark, config) if config.acker.clock == "processing_time" else None
+    scale = None if anchored is None else anchored[1]
+    results = engine.tick(spark, config, count, config.acker.clock, scale)
     for result in results:
         if progress is not None:
             progress(result)
@@ -307,9 +342,8 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     with writer_lock(config, "run"):
         position, finished = _resume(spark, config, progress)
         _process_available(spark, config, progress, position)
-        ticks = _tick(spark, config, due_ticks(spark, config), progress)
-        if config.acker.clock == "event_time":
-            ticks += drain(spark, config, progress)
+        ticks = drain(spark, config, progress) if config.acker.clock in STAGED_CLOCKS else []
+        ticks += _tick(spark, config, due_ticks(spark, config), progress)
         return _run_report(spark, config, position.last_batch_id, finished + ticks)
 
 
@@ -343,13 +377,14 @@ def run_continuously(
                 if stop.is_set():
                     raise StopRequested(f"micro-batch {batch_id} left for the next run")
                 result = applier.apply(batch, batch_id)
-                if isinstance(applier, EventTimeStager):
+                if isinstance(applier, Stager):
                     ticks.extend(drain(spark, config, progress))
             if result is not None and progress is not None:
                 progress(result)
 
         trigger = {"processingTime": f"{trigger_interval_s} seconds"}
-        query, refusals = _start_stream(spark, config, apply, trigger)
+        change_feed = config.acker.clock == "processing_time"
+        query, refusals = _start_stream(spark, config, apply, trigger, change_feed)
         try:
             while not stop.wait(timeout=min(1.0, trigger_interval_s)):
                 if not query.isActive:
@@ -367,6 +402,11 @@ def run_continuously(
         failure = query.exception()
         if refusals:
             raise refusals[0]
+        if failure is not None and _MISSING_CHANGE_DATA in str(failure):
+            raise StreamFailed(
+                "ack_events holds rows appended before its change data feed was enabled: run "
+                "`acker run` once to apply them, then start the continuous run again"
+            )
         if failure is not None and "StopRequested" not in str(failure):
             raise StreamFailed(f"the stream failed: {str(failure).splitlines()[0]}")
         return _run_report(spark, config, position.last_batch_id, ticks)

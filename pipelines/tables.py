@@ -17,6 +17,7 @@ from pipelines.config import Config
 from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql
 
 __all__ = [
+    "CHANGE_FEED_PROPERTY",
     "IDEMPOTENCY_WINDOW",
     "IDEMPOTENCY_WINDOW_PROPERTY",
     "INGESTED_TABLES",
@@ -87,7 +88,10 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     for table in created:
         run_sql(spark, config, TABLES[table], literals=window, table=config.qualified(table))
     for table in INGESTED_TABLES:
-        if table not in created and _idempotency_window(spark, config, table) is None:
+        if (
+            table not in created
+            and _property(spark, config, table, IDEMPOTENCY_WINDOW_PROPERTY) is None
+        ):
             run_sql(spark, config, "set_idempotency_window", window, table=config.qualified(table))
     upgrade_tables(spark, config)
     if created:  # otherwise attach_tables has already made the views
@@ -95,20 +99,31 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     return created
 
 
+CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
+
+
 def upgrade_tables(spark: SparkSession, config: Config) -> None:
-    """Add what a newer acker needs to tables an older one created: held_events' column for
-    the event_time stager's quarantine reason. Cheap when there is nothing to add (a look at
-    the table's schema), so every writer runs it as it starts."""
+    """Add what a newer acker needs to tables an older one created: held_events' columns for
+    the event_time stager's quarantine reason and the processing_time arrival, and the change
+    data feed of ack_events (which dates each arrival). Cheap when there is nothing to add (a
+    look at a schema and at the properties), so every writer runs it as it starts."""
     held = config.qualified("held_events")
-    if "quarantine_reason" not in spark.table(held).columns:
-        run_sql(spark, config, "add_held_quarantine_reason", table=held)
+    columns = spark.table(held).columns
+    for column, sql_file in (
+        ("quarantine_reason", "add_held_quarantine_reason"),
+        ("arrived_at", "add_held_arrived_at"),
+    ):
+        if column not in columns:
+            run_sql(spark, config, sql_file, table=held)
+    if _property(spark, config, "ack_events", CHANGE_FEED_PROPERTY) != "true":
+        name = quoted_table(config, "ack_events")
+        spark.sql(f"alter table {name} set tblproperties ('{CHANGE_FEED_PROPERTY}' = 'true')")
 
 
-def _idempotency_window(spark: SparkSession, config: Config, table: str) -> str | None:
+def _property(spark: SparkSession, config: Config, table: str, key: str) -> str | None:
+    """The value of ``table``'s property ``key`` (``None`` if unset)."""
     properties = spark.sql(f"show tblproperties {quoted_table(config, table)}").collect()
-    return next(
-        (row["value"] for row in properties if row["key"] == IDEMPOTENCY_WINDOW_PROPERTY), None
-    )
+    return next((row["value"] for row in properties if row["key"] == key), None)
 
 
 def _create_views(

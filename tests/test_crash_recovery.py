@@ -30,8 +30,8 @@ from pipelines import jobs
 from pipelines.cli import main
 from pipelines.config import Config
 from pipelines.engine import BatchResult, TickResult, read_position
-from pipelines.event_time import SLICE_SPAN
 from pipelines.faults import CRASH_ENV, CRASH_POINTS
+from pipelines.staging import SLICE_SPAN
 from pipelines.tables import create_tables, schema_location
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import (

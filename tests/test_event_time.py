@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.errors import CheckpointMismatch, ClockMismatch
-from pipelines.tables import table_location
+from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
 from pipelines.workload import Event
 from tests.acker_harness import (
     BASE_TIME,
@@ -134,7 +134,7 @@ def test_events_dated_a_year_off_are_quarantined_and_move_no_clock(acker_factory
     )
 
 
-def test_a_run_adds_the_stagers_column_to_an_older_held_events(acker: Harness) -> None:
+def test_a_run_upgrades_the_tables_of_an_older_acker(acker: Harness) -> None:
     held = acker.config.qualified("held_events")
     acker.spark.sql(f"drop table {held}")
     shutil.rmtree(table_location(acker.config, "held_events"), ignore_errors=True)
@@ -144,8 +144,12 @@ def test_a_run_adds_the_stagers_column_to_an_older_held_events(acker: Harness) -
         f"event_id string, stream_batch_id bigint) using delta "
         f"location '{table_location(acker.config, 'held_events')}'"
     )
+    events = acker.config.qualified("ack_events")
+    acker.spark.sql(f"alter table {events} unset tblproperties ('{CHANGE_FEED_PROPERTY}')")
     jobs.run(acker.spark, acker.config)
-    assert acker.spark.table(held).columns[-1] == "quarantine_reason"
+    assert acker.spark.table(held).columns[-2:] == ["quarantine_reason", "arrived_at"]
+    properties = acker.spark.sql(f"show tblproperties {events}").collect()
+    assert {r["key"]: r["value"] for r in properties}[CHANGE_FEED_PROPERTY] == "true"
 
 
 def _ms_after_base(moment: datetime) -> int:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.errors import CheckpointMismatch
 from pipelines.jobs import _refusal_in
+from pipelines.tables import CHANGE_FEED_PROPERTY
 from pipelines.workload import WorkloadSpec
-from tests.acker_harness import Harness, ack, init
+from tests.acker_harness import Harness, ack, init, outcome
+
+E1, E2 = 0x0123456789ABCDEF, -0x7654321076543210
 
 
 def test_manual_clock_never_ticks_on_run(acker: Harness) -> None:
@@ -28,6 +33,83 @@ def test_processing_time_clock_owes_one_tick_per_interval(acker_factory) -> None
     started = acker.table("batches").agg(F.min("started_at")).first()[0]  # type: ignore[index]
     later = started + timedelta(seconds=2.5 * 3600)
     assert jobs.due_ticks(acker.spark, acker.config, now=later) == 2
+
+
+def test_a_scheduled_processing_time_run_applies_each_event_in_the_epoch_it_arrived_in(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """Two runs several tick intervals apart, the first applying half of each tree's events and
+    the second the rest, all arriving within the trees' timeout: every tree completes. A run
+    that stamped its events with the epoch of the tick before it would expire them all."""
+    # A gap of `buckets` intervals before the first half arrives makes the first run owe
+    # `buckets` ticks (which expire whatever was stamped before the gap); the trees' timeout
+    # leaves the first run and the second append about a minute, on a busy machine too.
+    interval_s, buckets = 5.0, 12
+    acker: Harness = acker_factory(
+        clock="processing_time",
+        tick_interval_s=interval_s,
+        buckets=buckets,
+        tombstone_epochs=2 * buckets,
+    )
+    jobs.tick(acker.spark, acker.config)  # the clock's epoch 1 starts now
+    anchored = time.monotonic()
+    trees = range(1, 21)
+    time.sleep(max(0.0, (buckets + 0.2) * interval_s - (time.monotonic() - anchored)))
+    first = acker.batch(*(e for t in trees for e in (init(t, E1 ^ E2, 0), ack(t, E1, 1))))
+    assert first.ticks, "the first run ticks past the epoch its events arrived in"
+    jobs.append_events(acker.spark, acker.config, [ack(t, E2, 2) for t in trees])
+    # The trees, stamped in epoch 1 + buckets, expire at the tick to epoch 1 + 2 * buckets.
+    assert time.monotonic() - anchored < 2 * buckets * interval_s, "the rest arrived too late"
+    jobs.run(acker.spark, acker.config)
+
+    ticks = acker.table("ticks").orderBy("epoch").collect()
+    anchor_us = ticks[0]["ticked_at"].timestamp() * 1e6
+    for later in ticks[1:]:  # each tick of the clock is dated at the start of its epoch
+        assert later["clock"] == "processing_time"
+        expected_us = anchor_us + (later["epoch"] - 1) * interval_s * 1e6
+        assert later["ticked_at"].timestamp() * 1e6 == pytest.approx(expected_us, abs=1)
+    history = acker.spark.sql(f"describe history {acker.config.qualified('ack_events')}")
+    rest_arrived = history.agg(F.max("timestamp")).first()[0]  # type: ignore[index]
+    rest_epoch = 1 + int((rest_arrived - ticks[0]["ticked_at"]).total_seconds() // interval_s)
+    expected = [
+        outcome(t, "acked", init_ms=0, first_ms=0, last_ms=2, events=3, batch=0, epoch=rest_epoch)
+        for t in trees
+    ]
+    assert_df_equality(
+        acker.outcomes("completed").drop("batch_id"),
+        acker.expected(expected).drop("batch_id"),
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
+    )
+    assert acker.table("expired").count() == 0
+    assert acker.table("late_events").count() == 0
+
+
+def test_rows_appended_before_ack_events_had_its_change_feed_are_applied_as_arriving_now(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """A warehouse of an older acker: its stream checkpoint stands before rows that the change
+    data feed never recorded. Runs read without the feed until it has a batch to start from."""
+    acker: Harness = acker_factory(clock="processing_time", tick_interval_s=3600.0)
+    events = acker.config.qualified("ack_events")
+    jobs.run(acker.spark, acker.config)  # the stream's checkpoint, at the feed's start
+    acker.spark.sql(f"alter table {events} unset tblproperties ('{CHANGE_FEED_PROPERTY}')")
+    runs = []
+    for arriving in (
+        [init(1, E1 ^ E2, 0), ack(1, E1, 1)],  # unrecorded by the feed
+        [ack(1, E2, 2), init(2, E1, 3)],  # recorded: the run enabled the feed again
+        [ack(2, E1, 4)],
+    ):
+        jobs.append_events(acker.spark, acker.config, arriving)
+        runs.append(jobs.run(acker.spark, acker.config).events_in)
+    assert runs == [2, 2, 1]
+    acker.assert_outcomes(
+        completed=[
+            outcome(1, "acked", init_ms=0, first_ms=0, last_ms=2, events=3, batch=2 * 2**20),
+            outcome(2, "acked", init_ms=3, first_ms=3, last_ms=4, events=2, batch=3 * 2**20),
+        ]
+    )
 
 
 def test_event_time_clock_follows_the_watermark(acker_factory) -> None:  # type: ignore[no-untyped-def]

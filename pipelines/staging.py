@@ -1,22 +1,29 @@
-"""The event_time clock: the epoch follows the watermark of ``event_time``, so a backfill of
-last week's events gives the same outcomes as processing them live.
+"""The clocks that follow time, event_time and processing_time: the stream stages events, and a
+*drain* applies them epoch by epoch, each in the epoch its time gives.
 
-Under this clock the stream over ``ack_events`` only stages its micro-batches in
-``held_events`` (one idempotent append per stream batch). A *drain* then applies what is staged
-in event-time order, epoch by epoch:
+- ``event_time``: an event's time is its ``event_time``, so a backfill of last week's events
+  gives the same outcomes as processing them live. The first drain fixes the scale: the tick
+  interval (counted from 1970) that holds its earliest event is the current epoch, 0 on a new
+  warehouse; rows without an event time wait in ``held_events`` until then (they are
+  quarantined by the slice that takes them).
+- ``processing_time``: an event's time is when its row arrived, the commit that appended it to
+  ``ack_events`` (the stream reads Delta's change data feed, whose rows carry their commit's
+  timestamp), so a scheduled run applies each event in the epoch it arrived in, not in the
+  epoch of the run. The scale is the wall clock's, anchored at the latest tick: each tick of
+  this clock is dated at the start of its epoch, so ticks never move the grid.
 
-1. the watermark is the latest staged ``event_time`` minus ``allowed_lateness_s``;
+The stream over ``ack_events`` only stages its micro-batches in ``held_events`` (one idempotent
+append per stream batch). The drain then applies what is staged in time order:
+
+1. the watermark is the latest staged time, minus ``allowed_lateness_s`` under event_time;
 2. at the current epoch ``e``, every staged event of epoch ``e`` or earlier is applied as one
    micro-batch of the engine (a *slice*), and leaves ``held_events`` once it has committed;
 3. while the watermark lies in a later epoch, the drain ticks, in one pass, to the next epoch
    that holds staged events (or the watermark's, if sooner), and goes back to 2.
 
-Events of later epochs stay staged until the watermark reaches them. The first drain fixes
-the scale: the tick interval (counted from 1970) that holds its earliest event is the current
-epoch, 0 on a new warehouse; rows without an event time wait in ``held_events`` until then
-(they are quarantined by the slice that takes them). An event is on time when its
-``event_time`` is no older than the watermark of the stream batches before it; a later one is
-applied in the current epoch, as the other clocks would apply it.
+Events of later epochs stay staged until the watermark reaches them. An event is on time when
+its time is no older than the watermark of the stream batches before it; a later one is applied
+in the current epoch, as the manual clock would apply it.
 
 Exactly once: a slice's batch id is at least ``S * 2**20``, where ``S`` is the newest staged
 stream batch, and the slice holds exactly the staged rows of stream batches up to ``S`` in
@@ -28,7 +35,6 @@ between its commit and their removal.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,39 +43,51 @@ from pyspark.sql import functions as F
 
 from pipelines import engine
 from pipelines.config import Config
-from pipelines.engine import BatchResult, Position, TickResult, position_after, process_batch
+from pipelines.engine import (
+    BatchResult,
+    EpochScale,
+    Position,
+    TickResult,
+    position_after,
+    process_batch,
+)
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
 from pipelines.sql import quoted_table, run_sql
 
-__all__ = ["SLICE_SPAN", "EventTimeStager", "drain", "event_time_started"]
+__all__ = [
+    "CHANGE_FEED_COLUMNS",
+    "SLICE_SPAN",
+    "STAGED_CLOCKS",
+    "Stager",
+    "drain",
+    "event_time_started",
+    "wall_clock",
+]
+
+STAGED_CLOCKS = ("event_time", "processing_time")
+"""The clocks whose stream stages events for a drain."""
 
 SLICE_SPAN = 2**20
 """Batch ids per stream batch: slice ids of stream batch ``S`` lie in ``[S, S + 1) * 2**20``."""
 
+CHANGE_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+"""What Delta's change data feed adds to each row of ``ack_events``."""
+
 _ORIGIN_PROPERTY = "batch_acker.event_time_origin_us"
 
 
-@dataclass(frozen=True)
-class _EpochScale:
-    """Where epoch 0 starts and how long an epoch lasts, in microseconds since 1970."""
-
-    origin_us: int
-    interval_us: int
-
-    def epoch_of(self, micros: int) -> int:
-        return (micros - self.origin_us) // self.interval_us
-
-
-class EventTimeStager:
-    """Stages the stream's micro-batches in ``held_events``: the event_time clock's part of
-    the stream. A stream batch staged before is skipped by Delta (idempotent append)."""
+class Stager:
+    """Stages the stream's micro-batches in ``held_events``: the staged clocks' part of the
+    stream. A stream batch staged before is skipped by Delta (idempotent append)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
+        if "_change_type" in batch.columns:  # an append-only table's feed holds only inserts
+            batch = batch.where(F.col("_change_type") == "insert")
         newest = _newest_staged(spark, self.config)
         if batch_id < newest:
             raise CheckpointMismatch(
@@ -78,7 +96,13 @@ class EventTimeStager:
                 "events would be applied twice"
             )
         staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
-        staged = staged.withColumn("quarantine_reason", _implausible(batch, self.config))
+        if self.config.acker.clock == "event_time":
+            staged = staged.withColumn("quarantine_reason", _implausible(batch, self.config))
+            staged = staged.withColumn("arrived_at", F.lit(None).cast("timestamp"))
+        else:
+            staged = staged.withColumn("quarantine_reason", F.lit(None).cast("string"))
+            staged = staged.withColumn("arrived_at", _arrival(batch))
+        staged = staged.drop(*CHANGE_FEED_COLUMNS)
         engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
         crash_point("stage:appended", batch_id)
 
@@ -89,7 +113,7 @@ def _implausible(batch: DataFrame, config: Config) -> Column:
     batch's median event time (``event_time_far_from_batch``: a stray among its neighbours,
     which would otherwise set the first run's origin or drag the watermark)."""
     skew_us = round(config.acker.max_event_skew_s * 1_000_000)
-    now_us = round(datetime.now(UTC).timestamp() * 1_000_000)
+    now_us = _now_us()
     micros = F.unix_micros("event_time")
     middle = batch.agg(F.percentile_approx(micros, 0.5)).first()
     median_us = None if middle is None else middle[0]
@@ -97,6 +121,15 @@ def _implausible(batch: DataFrame, config: Config) -> Column:
     if median_us is not None:
         reason = reason.when(F.abs(micros - median_us) > skew_us, "event_time_far_from_batch")
     return reason
+
+
+def _arrival(batch: DataFrame) -> Column:
+    """When each row of ``batch`` arrived: its commit's timestamp from the change data feed, or,
+    for a stream batch read without it (events appended before the feed was enabled), now, as
+    the clock would have taken them."""
+    if "_commit_timestamp" in batch.columns:
+        return F.col("_commit_timestamp")
+    return F.current_timestamp()
 
 
 def _newest_staged(spark: SparkSession, config: Config) -> int:
@@ -109,22 +142,50 @@ def _newest_staged(spark: SparkSession, config: Config) -> int:
 
 
 def _plausible_micros() -> Column:
-    """A held row's event time in microseconds since 1970, null if the stager marked the row
-    for quarantine: such a row never moves the clock."""
-    return F.when(F.col("quarantine_reason").isNull(), F.unix_micros("event_time"))
+    """A held row's time (its arrival under processing_time, else its event time) in
+    microseconds since 1970, null if the stager marked the row for quarantine: such a row
+    never moves the clock."""
+    time = F.coalesce(F.col("arrived_at"), F.col("event_time"))
+    return F.when(F.col("quarantine_reason").isNull(), F.unix_micros(time))
 
 
 def _earliest_us(held: DataFrame) -> int | None:
-    """The earliest event time in ``held`` that may move the clock, in microseconds since 1970
+    """The earliest time in ``held`` that may move the clock, in microseconds since 1970
     (``None`` if none)."""
     row = held.agg(F.min(_plausible_micros())).first()
     return None if row is None else row[0]
 
 
-def _read_scale(spark: SparkSession, config: Config) -> _EpochScale | None:
+def _read_scale(spark: SparkSession, config: Config) -> EpochScale | None:
     properties = spark.sql(f"show tblproperties {quoted_table(config, 'held_events')}")
     origin = [row["value"] for row in properties.collect() if row["key"] == _ORIGIN_PROPERTY]
-    return None if not origin else _EpochScale(int(origin[0]), _interval_us(config))
+    return None if not origin else EpochScale(int(origin[0]), _interval_us(config))
+
+
+def wall_clock(spark: SparkSession, config: Config) -> tuple[int, EpochScale] | None:
+    """The processing_time clock: the current epoch and its time grid, anchored at the latest
+    tick (its epoch starts at its ``ticked_at``) or, before the first tick, at the first
+    micro-batch's start (epoch 0); ``None`` before either, when no tick is owed yet."""
+    interval_us = _interval_us(config)
+    latest = (
+        spark.table(config.qualified("ticks"))
+        .orderBy(F.col("epoch").desc())
+        .select("epoch", F.unix_micros("ticked_at").alias("at_us"))
+        .first()
+    )
+    if latest is not None:
+        epoch, at_us = int(latest["epoch"]), int(latest["at_us"])
+    else:
+        batches = spark.table(config.qualified("batches"))
+        first = batches.agg(F.min(F.unix_micros("started_at"))).first()
+        if first is None or first[0] is None:
+            return None
+        epoch, at_us = 0, int(first[0])
+    return epoch, EpochScale(at_us - epoch * interval_us, interval_us)
+
+
+def _now_us() -> int:
+    return round(datetime.now(UTC).timestamp() * 1_000_000)
 
 
 def event_time_started(spark: SparkSession, config: Config) -> bool:
@@ -136,16 +197,16 @@ def _interval_us(config: Config) -> int:
     return max(1, round(config.acker.tick_interval_s * 1_000_000))
 
 
-def _fix_scale(spark: SparkSession, config: Config, earliest_us: int, epoch: int) -> _EpochScale:
+def _fix_scale(spark: SparkSession, config: Config, earliest_us: int, epoch: int) -> EpochScale:
     """Record the scale, once, on the first drain: the tick interval holding ``earliest_us``
     is the current ``epoch`` (0, unless the warehouse ticked under another clock before)."""
     interval_us = _interval_us(config)
     origin_us = (earliest_us // interval_us - epoch) * interval_us
     run_sql(spark, config, "set_event_time_origin", literals={"origin_us": str(origin_us)})
-    return _EpochScale(origin_us, interval_us)
+    return EpochScale(origin_us, interval_us)
 
 
-def _slice_bounds(scale: _EpochScale, slice_id: int, epoch: int) -> dict[str, Any]:
+def _slice_bounds(scale: EpochScale, slice_id: int, epoch: int) -> dict[str, Any]:
     """The parameters that pick slice ``slice_id``'s rows in epoch ``epoch``, for both
     select_held_slice.sql and delete_held_slice.sql."""
     return {
@@ -159,7 +220,7 @@ def _slice_bounds(scale: _EpochScale, slice_id: int, epoch: int) -> dict[str, An
 def _apply_slice(
     spark: SparkSession,
     config: Config,
-    scale: _EpochScale,
+    scale: EpochScale,
     position: Position,
     slice_id: int,
 ) -> BatchResult | None:
@@ -176,7 +237,7 @@ def _apply_slice(
 
 
 def _remove_committed_slice(
-    spark: SparkSession, config: Config, scale: _EpochScale, position: Position
+    spark: SparkSession, config: Config, scale: EpochScale, position: Position
 ) -> None:
     """Remove the rows of the last committed slice, if a crash left them staged."""
     if position.last_batch_id < SLICE_SPAN:
@@ -195,7 +256,19 @@ def drain(
     """Apply the staged events the watermark allows, epoch by epoch, ticking between epochs;
     return the ticks. The caller holds the writer lock."""
     position = engine.read_position(spark, config)
-    scale = _read_scale(spark, config)
+    clock = config.acker.clock
+    if clock == "event_time":
+        scale = _read_scale(spark, config)
+        lateness_us = round(config.acker.allowed_lateness_s * 1_000_000)
+    else:  # arrivals come in commit order: none is late
+        anchored = wall_clock(spark, config)
+        interval_us = _interval_us(config)
+        scale = (
+            anchored[1]
+            if anchored is not None
+            else EpochScale(_now_us() - position.epoch * interval_us, interval_us)
+        )
+        lateness_us = 0
     ticks: list[TickResult] = []
 
     def heard(result: BatchResult | TickResult | None) -> None:
@@ -206,7 +279,7 @@ def drain(
     if started is not None and started < SLICE_SPAN:
         raise ClockMismatch(
             f"micro-batch {started} was interrupted under another clock: run `acker run` "
-            "with that clock to finish it before changing acker.clock to 'event_time'"
+            f"with that clock to finish it before changing acker.clock to {clock!r}"
         )
     if scale is not None:  # every slice comes after the scale is fixed
         if started is not None:
@@ -214,7 +287,6 @@ def drain(
             heard(result)
             position = position if result is None else position_after(result)
         _remove_committed_slice(spark, config, scale, position)
-    lateness_us = round(config.acker.allowed_lateness_s * 1_000_000)
     while True:
         held = (
             spark.table(config.qualified("held_events"))
@@ -254,7 +326,8 @@ def drain(
         target = watermark_epoch
         if next_us is not None:
             target = min(target, max(position.epoch + 1, scale.epoch_of(next_us)))
-        ticked = engine.tick(spark, config, target - position.epoch, clock="event_time")
+        grid = None if clock == "event_time" else scale
+        ticked = engine.tick(spark, config, target - position.epoch, clock, grid)
         for done in ticked:
             heard(done)
         ticks += ticked
