@@ -56,6 +56,7 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         "Delta commits per small micro-batch",
         "bytes per pending anchor",
         f"{sizes['overdue_ticks']} overdue ticks / one tick",
+        f"hot tree over {sizes['hot_tree_batches']} batches: slowest / fastest batch",
     ]
     assert figures["ticks"]["pending"] == sizes["tick_pending"]
     assert figures["ticks"]["overdue_s"] > 0 and figures["ticks"]["one_tick_s"] > 0
@@ -63,5 +64,8 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     ingest_log = figures["ingest_log"]
     assert ingest_log["ids_in_checkpoint"] == {"kept": sizes["ingested_files"], "dropped": 0}
     assert ingest_log["ids_kept_s"] > 0 and ingest_log["ids_dropped_s"] > 0
+    hot = figures["hot_tree"]
+    assert hot["events"] == sizes["hot_tree_events"] and hot["one_batch_s"] > 0
+    assert len(hot["spread_times_s"]) == sizes["hot_tree_batches"]
     assert (tmp_path / "quick.png").stat().st_size > 10_000
     assert "targets" in done.stdout

@@ -128,6 +128,27 @@ def test_duplicated_ack_in_same_and_later_batch_is_dropped(acker: Harness) -> No
     assert [tuple(r) for r in duplicates.collect()] == [(0, 1), (1, 1)]
 
 
+def test_a_tree_holding_many_keys_drops_its_redeliveries_as_a_small_one_does(
+    acker: Harness,
+) -> None:
+    """A tree that holds more than 64 keys finds re-delivered keys by one intersection of its
+    keys with the batch's, instead of a scan per key: the same rule, another plan."""
+    edges = [(E1 * (i + 1)) & 0x3FFF_FFFF_FFFF_FFFF for i in range(100)]
+    checksum = 0
+    for edge in edges:
+        checksum ^= edge
+    acker.batch(init(A, checksum, 0), *(ack(A, e, 10) for e in edges[:80]))
+    assert acker.pending_ids() == {A}
+    # ten keys of the first batch again (one of them twice), the rest of the edges once
+    again = [ack(A, e, 20) for e in edges[:10]] + [ack(A, edges[0], 20)]
+    acker.batch(*again, *(ack(A, e, 30) for e in edges[80:]))
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=30, events=101, batch=1)]
+    )
+    duplicates = acker.table("batches").orderBy("batch_id").select("batch_id", "duplicates")
+    assert [tuple(r) for r in duplicates.collect()] == [(0, 0), (1, 11)]
+
+
 def test_every_fail_and_reset_is_applied_and_none_counts_as_a_duplicate(acker: Harness) -> None:
     acker.batch(reset(A, 0), reset(A, 10), fail(A, 20), fail(A, 30))
     acker.batch(fail(A, 40), reset(A, 50))
