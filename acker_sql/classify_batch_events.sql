@@ -1,11 +1,12 @@
 -- classify_batch_events.sql
--- What: tags every row of the micro-batch with the reason it must be quarantined (null if valid)
+-- What: tags every row of the micro-batch with the reason it must be quarantined (null if
+--       valid: the input contract, input_contract.sql, or a reason decided before the batch)
 --       and normalises the value of fail/reset rows, which the acker ignores. Columns beyond
 --       the ack_events ones (ingest's file and line number) pass through unchanged.
 -- Who runs it: pipelines.engine.process_batch over the temp view `batch_events`, and
 --              pipelines.ingest over the rows of one input file.
 -- Reads: the temp view batch_events: ack_events rows plus `staged_reason`, a reason decided
---        before the batch (the event_time stager's, see pipelines.event_time), null otherwise.
+--        before the batch (the event_time stager's, see pipelines.staging), null otherwise.
 -- Parameters: none.
 -- Why `raw` only for quarantined rows: rendering every row as JSON made this step and the
 --     fingerprint take 20-23 s for 5M events instead of 4-7 s; valid rows need only
@@ -17,18 +18,8 @@ with batch_rows as (
 reasoned as (
     select
         *,
-        case
-            when anchor_id is null then 'null_anchor_id'
-            when anchor_id = 0 then 'zero_anchor_id'
-            when event_type is null
-                or event_type not in ('init', 'ack', 'anchor', 'fail', 'reset')
-                then 'unknown_event_type'
-            when event_type in ('init', 'ack', 'anchor') and xor_value is null then 'null_xor_value'
-            when event_type in ('ack', 'anchor') and xor_value = 0 then 'zero_xor_value'
-            when event_type = 'init' and spout_task is null then 'init_without_spout_task'
-            when event_time is null then 'null_event_time'
-            else staged_reason
-        end as quarantine_reason
+        -- a reason decided before the batch counts only for a row the contract admits
+        coalesce({{include input_contract}}, staged_reason) as quarantine_reason
     from batch_rows
 ),
 

@@ -32,7 +32,7 @@ with tree_spouts as (
         max_by(spout_task, event_time) as spout_task,
         max_by(component, event_time) as component
     from ack_events
-    where event_type = 'init' and spout_task is not null and anchor_id <> 0
+    where event_type = 'init' and {{include input_contract}} is null
     group by anchor_id
 ),
 
@@ -44,12 +44,7 @@ event_copies as (
         min(event_time) as first_time,
         count(*) as copies
     from ack_events
-    where anchor_id <> 0
-        and event_time is not null
-        and (
-            (event_type = 'init' and xor_value is not null and spout_task is not null)
-            or (event_type in ('ack', 'anchor') and xor_value <> 0)
-        )
+    where event_type in ('init', 'ack', 'anchor') and {{include input_contract}} is null
     group by all
 ),
 

@@ -31,14 +31,7 @@ as
 with valid_events as (
     select *
     from ack_events
-    where anchor_id is not null
-        and anchor_id <> 0
-        and event_time is not null
-        and (
-            event_type in ('fail', 'reset')
-            or (event_type = 'init' and xor_value is not null and spout_task is not null)
-            or (event_type in ('ack', 'anchor') and xor_value is not null and xor_value <> 0)
-        )
+    where {{include input_contract}} is null
 ),
 
 sequenced_events as (

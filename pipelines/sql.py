@@ -73,10 +73,20 @@ _LEXEME_OR_SEMICOLON = re.compile(_LEXEME + r"|(;)")
 _COMMENT = re.compile(r"--[^\n]*")
 
 
+_INCLUDE = re.compile(r"\{\{include (\w+)\}\}")
+
+
 @cache
 def load_sql(name: str) -> str:
-    """The text of ``acker_sql/<name>.sql``."""
-    return resources.files("acker_sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+    """The text of ``acker_sql/<name>.sql``, each ``{{include <part>}}`` in it replaced by the
+    text of ``acker_sql/<part>.sql`` (an expression, in parentheses, its header left out)."""
+    text = resources.files("acker_sql").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+    return _INCLUDE.sub(lambda found: f"({_part(found[1])})", text)
+
+
+def _part(name: str) -> str:
+    lines = load_sql(name).strip().splitlines()
+    return "\n".join(line for line in lines if not line.startswith("--"))
 
 
 def _parameters(text: str) -> set[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.sql import split_statements
+from pipelines.sql import load_sql, split_statements
 
 
 @pytest.mark.fast
@@ -20,3 +20,13 @@ def test_statements_split_only_at_separators_outside_comments_strings_and_quoted
         "-- header; not a separator\nselect ';' as a, `b;c` from t",
         '\nselect "x;y" as d -- trailing; comment\n',
     ]
+
+
+@pytest.mark.fast
+def test_the_acker_and_the_views_include_the_one_input_contract() -> None:
+    contract = load_sql("input_contract")
+    rule = "when event_type = 'init' and spout_task is null then 'init_without_spout_task'"
+    assert rule in contract
+    for name in ("classify_batch_events", "create_tree_events_view", "create_outcome_summary_view"):
+        text = load_sql(name)
+        assert rule in text and "{{include" not in text, name

@@ -17,6 +17,7 @@ from pipelines.cli import main
 from pipelines.reference import render_reference
 from pipelines.sql import TABLES, VIEWS
 from pipelines.tables import create_tables
+from pipelines.workload import Event
 from tests.acker_harness import BASE_TIME, Harness, ack, at, fail, init, write_conf
 from tests.conftest import make_config
 
@@ -246,3 +247,28 @@ def test_every_column_of_every_table_and_view_is_documented(history: Any) -> Non
             f.name for f in acker.table(name).schema.fields if not f.metadata.get("comment")
         ]
         assert undocumented == [], f"{name} has columns without a comment: {undocumented}"
+
+
+def test_the_views_leave_out_exactly_the_rows_the_acker_quarantines(acker: Harness) -> None:
+    """One input contract (input_contract.sql) for the acker and the views: a row the acker
+    quarantines is in no tree's events and counts toward no tree in outcome_summary."""
+    t = at(10)
+    broken = [
+        Event(None, "ack", E1, None, None, "bolt", t, "null anchor"),
+        Event(0, "ack", E1, None, None, "bolt", t, "zero anchor"),
+        Event(B, "bogus", E1, None, None, "bolt", t, "unknown type"),
+        Event(B, "init", None, 1, "m", "spout", t, "init without value"),
+        Event(B, "ack", 0, None, None, "bolt", t, "zero ack"),
+        Event(B, "init", E1, None, "m", "spout", t, "init without spout task"),
+        Event(B, "ack", E2, None, None, "bolt", None, "no event time"),
+    ]
+    acker.batch(init(A, E1 ^ E2, 0), ack(A, E1, 20), ack(A, E1, 30), ack(A, E2, 40), *broken)
+    assert acker.table("quarantine").count() == len(broken)
+    events = acker.table("tree_events").select("anchor_id", "event_type", "xor_value")
+    assert sorted(tuple(r) for r in events.collect()) == sorted(
+        [(A, "init", E1 ^ E2), (A, "ack", E1), (A, "ack", E1), (A, "ack", E2)]
+    )
+    summary = acker.table("outcome_summary").select(
+        "spout_task", "completed", "failed", "expired", "late_events", "duplicate_events"
+    )
+    assert [tuple(r) for r in summary.collect()] == [(1, 1, 0, 0, 0, 1)]
