@@ -5,7 +5,7 @@
 -- Invariants: one row per epoch, epochs 1, 2, 3, ... without gaps.
 create table if not exists identifier(:table) (
     epoch           bigint    comment 'the epoch this tick made current',
-    ticked_at       timestamp comment 'wall-clock time of the tick',
+    ticked_at       timestamp comment 'wall-clock time of the tick; under processing_time, the start of its epoch on the clock''s grid',
     clock           string    comment 'what triggered it: manual | processing_time | event_time',
     expired_timeout bigint    comment 'trees expired with reason timeout',
     expired_no_init bigint    comment 'trees expired with reason no_init',
