@@ -14,7 +14,9 @@
 --             renew a tree's stamp, as Storm 2.x) | activity (every applied event does);
 --             :protocol, storm (an init of 0 alone completes its tree: Storm 2.x sends it for a
 --             spout tuple nobody subscribes to) | fsshelter (every Track carries 0, and only an
---             Ok that brings the checksum back to 0 completes the tree).
+--             Ok that brings the checksum back to 0 completes the tree); :large_tree_keys, the
+--             key count above which a tree's re-deliveries are found by intersection;
+--             :large_trees, whether any touched row holds more keys than that.
 -- Output: one row per anchor to write, with `action`: upsert (new state, resolved or not),
 --         drop (a row only an earlier attempt of this batch created) or purge (a tree resolved
 --         by an earlier batch, whose row can go now that the batch is committed).
@@ -73,26 +75,32 @@ bases as (
 
 -- A re-delivery is a key the tree already applied. Looking each key up in its tree's keys is
 -- a scan per key: for a tree holding 10^5 keys, 10^5 new keys cost 10^10 comparisons (18 s a
--- batch). A tree holding many keys instead intersects them, hashed, with the batch's keys once,
--- and its keys are looked up in the few that are re-delivered. The lookup arrays meet the
+-- batch). A tree holding more than :large_tree_keys keys instead intersects them, hashed, with
+-- the batch's keys once, and its keys are looked up in the few that are re-delivered. Without
+-- such a tree among the touched rows (:large_trees false) the planner drops that branch, and
+-- the batch's keys are grouped once. The lookup arrays meet the
 -- events in one join whose projection keeps only the answer: an array carried on each event
 -- row past the join would be copied once per row.
+large_trees as (
+    select anchor_id
+    from bases
+    where :large_trees and size(base.applied_keys) > :large_tree_keys
+),
+
 large_batch_keys as (
     select
-        anchor_id,
-        collect_set(event_key) as event_keys
-    from event_keys
-    where anchor_id in (
-        select b.anchor_id from bases as b where size(b.base.applied_keys) > 64
-    )
-    group by anchor_id
+        k.anchor_id,
+        collect_set(k.event_key) as event_keys
+    from event_keys as k
+    inner join large_trees as l on k.anchor_id = l.anchor_id
+    group by k.anchor_id
 ),
 
 lookup_keys as (
     select
         b.anchor_id,
         case
-            when size(b.base.applied_keys) > 64
+            when size(b.base.applied_keys) > :large_tree_keys
                 then array_intersect(b.base.applied_keys, k.event_keys)
             else b.base.applied_keys
         end as keys

@@ -52,6 +52,11 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 # values, an estimated 200 bytes, so 50,000 rows stay near Spark's default 10 MB broadcast.
 _BROADCAST_MERGE_ROWS = 50_000
 
+# Above this many applied keys a tree's re-deliveries are found by one hashed intersection with
+# the batch's keys rather than a search per event (aggregate_batch.sql): a scan of 64 longs is
+# cheaper than building a hash set, a scan of 10^5 per event is not.
+_LARGE_TREE_KEYS = 64
+
 BATCHES_SCHEMA = T.StructType(
     [
         T.StructField("batch_id", T.LongType()),
@@ -330,6 +335,12 @@ def process_batch(
     tombstones.createOrReplaceTempView("batch_tombstones")
     touched = run_sql(spark, config, "select_touched_pending", batch_id=batch_id).localCheckpoint()
     touched.createOrReplaceTempView("touched_pending")
+    keys = F.greatest(F.size("applied_keys"), F.size("prev.applied_keys"))
+    touched_counts = touched.agg(
+        F.count_if(F.col("outcome").isNotNull()).alias("resolved"),
+        F.count_if(keys > _LARGE_TREE_KEYS).alias("large"),
+    ).first()
+    assert touched_counts is not None  # an aggregate without grouping returns one row
     state = run_sql(
         spark,
         config,
@@ -338,6 +349,8 @@ def process_batch(
         epoch=epoch,
         refresh=config.acker.refresh,
         protocol=config.acker.protocol,
+        large_tree_keys=_LARGE_TREE_KEYS,
+        large_trees=touched_counts["large"] > 0,
     ).localCheckpoint()
     state.createOrReplaceTempView("batch_state")
     summary = run_sql(spark, config, "summarize_batch_state").first()
@@ -346,7 +359,7 @@ def process_batch(
     # table's count from its log without reading the files: no scan of pending per batch.
     pending_before = (
         spark.table(config.qualified("pending")).count()
-        - touched.where("outcome is not null").count()
+        - touched_counts["resolved"]
         + summary["pending_adjust"]
     )
     excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
