@@ -115,7 +115,7 @@ QUICK_SIZES = Sizes(
     overdue_ticks=100,
     ingested_files=200,
     hot_tree_events=10**4,
-    hot_tree_batches=10,
+    hot_tree_batches=3,
 )
 
 
