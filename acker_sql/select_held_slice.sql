@@ -18,12 +18,4 @@ select
     event_id,
     quarantine_reason as staged_reason
 from identifier(:held_events)
-where
-    stream_batch_id <= :stream_batch_id
-    and (
-        quarantine_reason is not null
-        or coalesce(
-            floor((unix_micros(coalesce(arrived_at, event_time)) - :origin_us) / :interval_us),
-            :epoch
-        ) <= :epoch
-    )
+where {{include held_slice_rows}}
