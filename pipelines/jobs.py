@@ -20,6 +20,7 @@ from pipelines import engine
 from pipelines.config import Config
 from pipelines.engine import (
     BatchResult,
+    EpochScale,
     Position,
     TickResult,
     interrupted_tick,
@@ -288,23 +289,38 @@ def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) 
     """How many ticks the processing_time clock owes now (``now`` in UTC): one per
     ``tick_interval_s`` since the start of the current epoch; always 0 for the manual clock,
     and for the event_time clock, whose drain ticks as the watermark moves."""
-    if config.acker.clock != "processing_time":
-        return 0
-    anchored = wall_clock(spark, config)
-    if anchored is None:
-        return 0
-    epoch, scale = anchored
+    anchored = _wall_clock(spark, config)
+    return 0 if anchored is None else _owed(*anchored, now)
+
+
+def _wall_clock(spark: SparkSession, config: Config) -> tuple[int, EpochScale] | None:
+    """The processing_time clock's current epoch and grid; ``None`` under the other clocks."""
+    return wall_clock(spark, config) if config.acker.clock == "processing_time" else None
+
+
+def _owed(epoch: int, scale: EpochScale, now: datetime | None = None) -> int:
     current = now or datetime.now(UTC).replace(tzinfo=None)
     return max(0, scale.epoch_of(round(current.replace(tzinfo=UTC).timestamp() * 1e6)) - epoch)
 
 
+def _tick_due(spark: SparkSession, config: Config, progress: Progress | None) -> list[TickResult]:
+    """Tick what the processing_time clock owes now, reading the clock once."""
+    anchored = _wall_clock(spark, config)
+    if anchored is None:
+        return []
+    return _tick(spark, config, _owed(*anchored), progress, anchored[1])
+
+
 def _tick(
-    spark: SparkSession, config: Config, count: int, progress: Progress | None
+    spark: SparkSession,
+    config: Config,
+    count: int,
+    progress: Progress | None,
+    scale: EpochScale | None,
 ) -> list[TickResult]:
-    """Tick ``count`` times on the configured clock: the processing_time clock's ticks are
-    dated at the start of their epochs, so its grid stays where its latest tick put it."""
-    anchored = wall_clock(spark, config) if config.acker.clock == "processing_time" else None
-    scale = None if anchored is None else anchored[1]
+    """Tick ``count`` times on the configured clock; ``scale``, the processing_time clock's
+    grid, dates each tick at the start of its epoch, so the grid stays where its latest tick
+    put it."""
     results = engine.tick(spark, config, count, config.acker.clock, scale)
     for result in results:
         if progress is not None:
@@ -328,7 +344,8 @@ def _resume(
         )
     if position.unfinished_tick is None:
         return position, []
-    finished = _tick(spark, config, 1, progress)
+    anchored = _wall_clock(spark, config)
+    finished = _tick(spark, config, 1, progress, None if anchored is None else anchored[1])
     return replace(position, epoch=position.unfinished_tick, unfinished_tick=None), finished
 
 
@@ -343,7 +360,7 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
         position, finished = _resume(spark, config, progress)
         _process_available(spark, config, progress, position)
         ticks = drain(spark, config, progress) if config.acker.clock in STAGED_CLOCKS else []
-        ticks += _tick(spark, config, due_ticks(spark, config), progress)
+        ticks += _tick_due(spark, config, progress)
         return _run_report(spark, config, position.last_batch_id, finished + ticks)
 
 
@@ -390,7 +407,7 @@ def run_continuously(
                 if not query.isActive:
                     break
                 with work:
-                    ticked = _tick(spark, config, due_ticks(spark, config), progress)
+                    ticked = _tick_due(spark, config, progress)
                     if ticked and isinstance(applier, BatchApplier):
                         applier.forget_position()
                     ticks += ticked

@@ -53,7 +53,8 @@ from pipelines.engine import (
 )
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
-from pipelines.sql import quoted_table, run_sql
+from pipelines.sql import run_sql
+from pipelines.tables import table_property
 
 __all__ = [
     "CHANGE_FEED_COLUMNS",
@@ -157,9 +158,8 @@ def _earliest_us(held: DataFrame) -> int | None:
 
 
 def _read_scale(spark: SparkSession, config: Config) -> EpochScale | None:
-    properties = spark.sql(f"show tblproperties {quoted_table(config, 'held_events')}")
-    origin = [row["value"] for row in properties.collect() if row["key"] == _ORIGIN_PROPERTY]
-    return None if not origin else EpochScale(int(origin[0]), _interval_us(config))
+    origin = table_property(spark, config, "held_events", _ORIGIN_PROPERTY)
+    return None if origin is None else EpochScale(int(origin), _interval_us(config))
 
 
 def wall_clock(spark: SparkSession, config: Config) -> tuple[int, EpochScale] | None:

@@ -25,6 +25,7 @@ __all__ = [
     "create_tables",
     "missing_tables",
     "table_location",
+    "table_property",
     "upgrade_tables",
 ]
 
@@ -90,7 +91,7 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     for table in INGESTED_TABLES:
         if (
             table not in created
-            and _property(spark, config, table, IDEMPOTENCY_WINDOW_PROPERTY) is None
+            and table_property(spark, config, table, IDEMPOTENCY_WINDOW_PROPERTY) is None
         ):
             run_sql(spark, config, "set_idempotency_window", window, table=config.qualified(table))
     upgrade_tables(spark, config)
@@ -115,12 +116,11 @@ def upgrade_tables(spark: SparkSession, config: Config) -> None:
     ):
         if column not in columns:
             run_sql(spark, config, sql_file, table=held)
-    if _property(spark, config, "ack_events", CHANGE_FEED_PROPERTY) != "true":
-        name = quoted_table(config, "ack_events")
-        spark.sql(f"alter table {name} set tblproperties ('{CHANGE_FEED_PROPERTY}' = 'true')")
+    if table_property(spark, config, "ack_events", CHANGE_FEED_PROPERTY) != "true":
+        run_sql(spark, config, "enable_change_feed", table=config.qualified("ack_events"))
 
 
-def _property(spark: SparkSession, config: Config, table: str, key: str) -> str | None:
+def table_property(spark: SparkSession, config: Config, table: str, key: str) -> str | None:
     """The value of ``table``'s property ``key`` (``None`` if unset)."""
     properties = spark.sql(f"show tblproperties {quoted_table(config, table)}").collect()
     return next((row["value"] for row in properties if row["key"] == key), None)
