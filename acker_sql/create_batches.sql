@@ -23,7 +23,8 @@ create table if not exists identifier(:table) (
     failed            bigint    comment 'trees failed (including overflow)',
     overflowed        bigint    comment 'trees failed by the capacity guard',
     pending_inserted  bigint    comment 'new pending rows',
-    pending_removed   bigint    comment 'pending rows resolved and removed'
+    pending_removed   bigint    comment 'pending rows resolved and removed',
+    through_epoch     bigint    comment 'the last epoch whose events the batch applied: epoch, or a later one for a pass over several epochs, whose ticks follow it'
 )
 using delta
 comment 'batch acker: micro-batch log'

@@ -4,7 +4,9 @@
 --       batch id (an earlier attempt of it) are not tombstones: the batch recomputes them.
 -- Who runs it: pipelines.engine.process_batch, over the temp view `batch_anchors`.
 -- Parameters: :completed, :failed, :expired (tables); :batch_id; :min_epoch, the oldest epoch
---             still remembered (current epoch - tombstone_epochs).
+--             still remembered for the batch's first epoch (its epoch - tombstone_epochs).
+-- Output: per anchor, its latest outcome and that outcome's epoch, against which each event's
+--         own epoch decides whether it is late (aggregate_batch.sql, select_late_events.sql).
 -- Why no check against pending: a tree with a remembered outcome never re-enters pending,
 --             because its events are late for as long as the outcome is remembered.
 with resolved as (
@@ -27,7 +29,8 @@ final as (
         anchor_id,
         max_by(outcome, batch_id) as outcome,
         max_by(reason, batch_id) as outcome_reason,
-        max(batch_id) as outcome_batch_id
+        max(batch_id) as outcome_batch_id,
+        max_by(epoch, batch_id) as outcome_epoch
     from remembered
     group by anchor_id
 )

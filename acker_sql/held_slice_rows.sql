@@ -5,13 +5,9 @@
 --       held_events row. select_held_slice.sql reads these rows and delete_held_slice.sql
 --       removes them, so both name the same rows.
 -- Who runs it: no one alone; a statement includes it by name (pipelines.sql.load_sql).
--- Parameters: :stream_batch_id; :epoch; :origin_us and :interval_us, the time (microseconds
---             since 1970) at which epoch 0 starts and the epoch's length.
+-- Parameters: :stream_batch_id; :epoch; :origin_us and :interval_us (see held_epoch.sql).
 stream_batch_id <= :stream_batch_id
 and (
     quarantine_reason is not null
-    or coalesce(
-        floor((unix_micros(coalesce(arrived_at, event_time)) - :origin_us) / :interval_us),
-        :epoch
-    ) <= :epoch
+    or coalesce({{include held_epoch}}, :epoch) <= :epoch
 )

@@ -1,20 +1,45 @@
 -- select_late_events.sql
--- What: the valid events of this micro-batch whose tree was already resolved, with that outcome.
+-- What: the valid events of this micro-batch whose tree was already resolved, with that outcome:
+--       resolved before the batch, within the tombstone window of the event's epoch, or, in a
+--       pass over several epochs, by an earlier epoch of the pass (its `late_from`).
 -- Who runs it: pipelines.engine.process_batch.
--- Parameters: :batch_id.
+-- Reads: the temp views classified_events, batch_tombstones and batch_state.
+-- Parameters: :batch_id; :tombstone_epochs.
+with late as (
+    select
+        e.*,
+        t.outcome,
+        t.outcome_reason,
+        t.outcome_batch_id
+    from classified_events as e
+    inner join batch_tombstones as t
+        on e.anchor_id = t.anchor_id
+        and t.outcome_epoch >= e.event_epoch - :tombstone_epochs
+    where e.quarantine_reason is null
+
+    union all
+
+    select
+        e.*,
+        s.late_outcome as outcome,
+        s.late_reason as outcome_reason,
+        cast(:batch_id as bigint) as outcome_batch_id
+    from classified_events as e
+    inner join batch_state as s on e.anchor_id = s.anchor_id and e.event_epoch >= s.late_from
+    where e.quarantine_reason is null
+)
+
 select
-    e.anchor_id,
-    e.event_type,
-    e.xor_value,
-    e.spout_task,
-    e.source_msg_id,
-    e.component,
-    e.event_time,
-    e.event_id,
-    t.outcome,
-    t.outcome_reason,
-    t.outcome_batch_id,
+    anchor_id,
+    event_type,
+    xor_value,
+    spout_task,
+    source_msg_id,
+    component,
+    event_time,
+    event_id,
+    outcome,
+    outcome_reason,
+    outcome_batch_id,
     cast(:batch_id as bigint) as batch_id
-from classified_events as e
-inner join batch_tombstones as t on e.anchor_id = t.anchor_id
-where e.quarantine_reason is null
+from late

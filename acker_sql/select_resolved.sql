@@ -1,7 +1,9 @@
 -- select_resolved.sql
 -- What: the outcome rows of the trees that resolved in this micro-batch, for one outcome table.
 -- Who runs it: pipelines.engine.process_batch, once for completed and once for failed.
--- Parameters: :outcome, completed | failed; :batch_id; :epoch.
+-- Parameters: :outcome, completed | failed; :batch_id.
+-- Note: `epoch` is the epoch whose events resolved the tree (the batch's own, except in a
+--       pass over several epochs).
 select
     anchor_id,
     spout_task,
@@ -13,7 +15,7 @@ select
     timestampdiff(millisecond, first_event_time, last_event_time) as latency_ms,
     event_count,
     cast(:batch_id as bigint) as batch_id,
-    cast(:epoch as bigint) as epoch,
+    last_epoch as epoch,
     current_timestamp() as resolved_at
 from batch_state
 where outcome = :outcome

@@ -73,6 +73,7 @@ class AckerSettings:
     max_pending: int = 10_000_000
     tombstone_epochs: int = 10
     max_files_per_batch: int = 1000
+    max_epochs_per_pass: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         max_pending=_take("acker", raw, "max_pending", int, d.max_pending),
         tombstone_epochs=_take("acker", raw, "tombstone_epochs", int, d.tombstone_epochs),
         max_files_per_batch=_take("acker", raw, "max_files_per_batch", int, d.max_files_per_batch),
+        max_epochs_per_pass=_take("acker", raw, "max_epochs_per_pass", int, d.max_epochs_per_pass),
     )
     if settings.buckets < 2:
         raise ConfigError(f"acker.buckets = {settings.buckets}: must be an integer >= 2")
@@ -212,6 +214,10 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
     if settings.max_files_per_batch < 1:
         raise ConfigError(
             f"acker.max_files_per_batch = {settings.max_files_per_batch}: must be >= 1"
+        )
+    if settings.max_epochs_per_pass < 1:
+        raise ConfigError(
+            f"acker.max_epochs_per_pass = {settings.max_epochs_per_pass}: must be >= 1"
         )
     return settings
 

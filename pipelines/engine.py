@@ -31,6 +31,7 @@ from pipelines.sql import run_sql
 __all__ = [
     "BatchResult",
     "EpochScale",
+    "PassTooWide",
     "Position",
     "TickResult",
     "append_idempotent",
@@ -40,6 +41,7 @@ __all__ = [
     "position_after",
     "process_batch",
     "read_position",
+    "started_batch",
     "tick",
 ]
 
@@ -79,6 +81,7 @@ BATCHES_SCHEMA = T.StructType(
             "overflowed",
             "pending_inserted",
             "pending_removed",
+            "through_epoch",
         )
     ]
 )
@@ -105,6 +108,15 @@ class BatchResult:
     overflowed: int | None = None
     pending_inserted: int | None = None
     pending_removed: int | None = None
+    through_epoch: int | None = None
+    """The last epoch whose events the batch applied: its epoch, or a later one for a pass
+    that applies several epochs at once (the ticks to it follow the batch)."""
+
+
+class PassTooWide(Exception):
+    """A pass over several epochs that cannot be folded exactly: an anchor starts a new tree
+    after its outcome's tombstone window within the pass, or the capacity guard could fire in
+    one of its epochs. Raised before the pass writes anything; apply fewer epochs at once."""
 
 
 @dataclass(frozen=True)
@@ -252,9 +264,19 @@ def classify_events(spark: SparkSession, config: Config, events: DataFrame) -> D
 
 def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
     """The batch log's ``committed`` row of ``batch_id`` (``None`` if it has none)."""
+    return _logged_batch(spark, config, batch_id, "committed")
+
+
+def started_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
+    """The batch log's ``started`` row of ``batch_id``: a batch interrupted before it
+    committed (``None`` if it has none)."""
+    return _logged_batch(spark, config, batch_id, "started")
+
+
+def _logged_batch(spark: SparkSession, config: Config, batch_id: int, status: str) -> Any:
     return (
         spark.table(config.qualified("batches"))
-        .where((F.col("batch_id") == batch_id) & (F.col("status") == "committed"))
+        .where((F.col("batch_id") == batch_id) & (F.col("status") == status))
         .first()
     )
 
@@ -275,6 +297,7 @@ def process_batch(
     events: DataFrame,
     batch_id: int,
     position: Position | None = None,
+    through_epoch: int | None = None,
 ) -> BatchResult | None:
     """Apply one micro-batch of ``ack_events`` rows; ``None`` if it was already applied.
 
@@ -285,13 +308,22 @@ def process_batch(
     tables. Example (what ``acker run`` does for each batch of the stream)::
 
         process_batch(spark, config, spark.table("acker.ack_events"), batch_id=0)
+
+    A *pass* (``through_epoch`` after the current epoch) applies the epochs up to
+    ``through_epoch`` at once, each event in its ``event_epoch`` column's epoch, as micro-batches
+    of each epoch with a tick between them would; the caller then ticks to ``through_epoch``,
+    which expires what the pass left too old. Raises :class:`PassTooWide`, before writing
+    anything, where that fold would not be exact.
     """
     if position is None:
         position = read_position(spark, config)
     _check_batch_order(config, position, batch_id)
     epoch = position.epoch
+    through = epoch if through_epoch is None else through_epoch
     started = time.monotonic()
     started_at = _now()
+    if "event_epoch" not in events.columns:
+        events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
     classify_events(spark, config, events)
     input_row = run_sql(spark, config, "fingerprint_batch").first()
     assert input_row is not None
@@ -306,21 +338,6 @@ def process_batch(
                 f"micro-batch {batch_id} is replayed with other content after the tick to "
                 f"epoch {epoch}; a batch can only be applied again before the next tick"
             )
-    _log_batch(
-        spark,
-        config,
-        BatchResult(
-            batch_id=batch_id,
-            status="started",
-            epoch=epoch,
-            input_fingerprint=fingerprint,
-            started_at=started_at,
-            finished_at=None,
-            duration_ms=None,
-        ),
-        replace=again,
-    )
-    crash_point("batch:started", batch_id)
 
     run_sql(spark, config, "select_batch_anchors").localCheckpoint().createOrReplaceTempView(
         "batch_anchors"
@@ -351,6 +368,9 @@ def process_batch(
         protocol=config.acker.protocol,
         large_tree_keys=_LARGE_TREE_KEYS,
         large_trees=touched_counts["large"] > 0,
+        multi_epoch=through > epoch,
+        buckets=config.acker.buckets,
+        tombstone_epochs=config.acker.tombstone_epochs,
     ).localCheckpoint()
     state.createOrReplaceTempView("batch_state")
     summary = run_sql(spark, config, "summarize_batch_state").first()
@@ -362,6 +382,30 @@ def process_batch(
         - touched_counts["resolved"]
         + summary["pending_adjust"]
     )
+    # No epoch of a pass holds more trees than were pending plus every new one.
+    crowded = pending_before + summary["new_trees"] > config.acker.max_pending
+    if through > epoch and (summary["reborn"] or crowded):
+        _drop_batch_views(spark)
+        raise PassTooWide(
+            f"micro-batch {batch_id} cannot apply epochs {epoch} to {through} at once"
+        )
+
+    _log_batch(
+        spark,
+        config,
+        BatchResult(
+            batch_id=batch_id,
+            status="started",
+            epoch=epoch,
+            input_fingerprint=fingerprint,
+            started_at=started_at,
+            finished_at=None,
+            duration_ms=None,
+            through_epoch=through,
+        ),
+        replace=again,
+    )
+    crash_point("batch:started", batch_id)
     excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
     excess -= config.acker.max_pending
     if excess > 0:
@@ -371,40 +415,36 @@ def process_batch(
         assert summary is not None
     crash_point("batch:aggregated", batch_id)
 
-    late = run_sql(spark, config, "select_late_events", batch_id=batch_id)
-    # Late events are rare: without tombstones there are none, and counting them would read
-    # every event of the batch again.
-    late_count = 0 if tombstones.isEmpty() else late.count()
+    late = run_sql(
+        spark,
+        config,
+        "select_late_events",
+        batch_id=batch_id,
+        tombstone_epochs=config.acker.tombstone_epochs,
+    )
+    # Late events are rare: without tombstones or events a pass left unapplied there are none,
+    # and counting them would read every event of the batch again.
+    late_count = 0
+    if summary["late_in_pass"] or not tombstones.isEmpty():
+        late_count = late.count()
     outputs = {
-        "completed": (
-            summary["completed"],
-            run_sql(
-                spark,
-                config,
-                "select_resolved",
-                outcome="completed",
-                batch_id=batch_id,
-                epoch=epoch,
-            ),
-        ),
-        "failed": (
-            summary["failed"],
-            run_sql(
-                spark, config, "select_resolved", outcome="failed", batch_id=batch_id, epoch=epoch
-            ),
-        ),
-        "late_events": (late_count, late),
-        "quarantine": (
-            input_row["quarantined"],
-            run_sql(
-                spark,
-                config,
-                "select_quarantined_events",
-                batch_id=batch_id,
-                source=config.qualified("ack_events"),
-            ),
-        ),
+        outcome: (
+            summary[outcome],
+            run_sql(spark, config, "select_resolved", outcome=outcome, batch_id=batch_id),
+        )
+        for outcome in ("completed", "failed")
     }
+    outputs["late_events"] = (late_count, late)
+    outputs["quarantine"] = (
+        input_row["quarantined"],
+        run_sql(
+            spark,
+            config,
+            "select_quarantined_events",
+            batch_id=batch_id,
+            source=config.qualified("ack_events"),
+        ),
+    )
     # A first attempt has nothing to replace, so it skips empty outputs.
     for table, (rows, df) in outputs.items():
         if rows or again:
@@ -434,9 +474,15 @@ def process_batch(
         overflowed=int(summary["overflowed"]),
         pending_inserted=int(summary["pending_inserted"]),
         pending_removed=int(summary["pending_removed"]),
+        through_epoch=through,
     )
     _log_batch(spark, config, result, replace=True)
     crash_point("batch:committed", batch_id)
+    _drop_batch_views(spark)
+    return result
+
+
+def _drop_batch_views(spark: SparkSession) -> None:
     for view in (
         "batch_events",
         "classified_events",
@@ -446,7 +492,6 @@ def process_batch(
         "batch_state",
     ):
         spark.catalog.dropTempView(view)
-    return result
 
 
 def tick(

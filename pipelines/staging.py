@@ -46,6 +46,7 @@ from pipelines.config import Config
 from pipelines.engine import (
     BatchResult,
     EpochScale,
+    PassTooWide,
     Position,
     TickResult,
     position_after,
@@ -206,12 +207,12 @@ def _fix_scale(spark: SparkSession, config: Config, earliest_us: int, epoch: int
     return EpochScale(origin_us, interval_us)
 
 
-def _slice_bounds(scale: EpochScale, slice_id: int, epoch: int) -> dict[str, Any]:
-    """The parameters that pick slice ``slice_id``'s rows in epoch ``epoch``, for both
-    select_held_slice.sql and delete_held_slice.sql."""
+def _slice_bounds(scale: EpochScale, slice_id: int, through: int) -> dict[str, Any]:
+    """The parameters that pick slice ``slice_id``'s rows, of epochs up to ``through``, for
+    both select_held_slice.sql and delete_held_slice.sql."""
     return {
         "stream_batch_id": slice_id // SLICE_SPAN,
-        "epoch": epoch,
+        "epoch": through,
         "origin_us": scale.origin_us,
         "interval_us": scale.interval_us,
     }
@@ -223,29 +224,36 @@ def _apply_slice(
     scale: EpochScale,
     position: Position,
     slice_id: int,
+    through: int,
 ) -> BatchResult | None:
     """Apply the staged events of stream batches up to ``slice_id // SLICE_SPAN`` in epochs up
-    to the current one, as micro-batch ``slice_id``; then remove them from ``held_events``.
-    ``None`` if there are none (an epoch without events needs no micro-batch)."""
-    bounds = _slice_bounds(scale, slice_id, position.epoch)
-    events = run_sql(spark, config, "select_held_slice", **bounds)
+    to ``through`` (each in its own epoch, those of earlier epochs in the current one) as
+    micro-batch ``slice_id``; then remove them from ``held_events``. ``None`` if there are none
+    (epochs without events need no micro-batch). Raises :class:`PassTooWide` as
+    ``process_batch`` does, having changed nothing."""
+    bounds = _slice_bounds(scale, slice_id, through)
+    events = run_sql(spark, config, "select_held_slice", first_epoch=position.epoch, **bounds)
     if events.isEmpty():
         return None
-    result = process_batch(spark, config, events, slice_id, position)
+    result = process_batch(spark, config, events, slice_id, position, through)
     run_sql(spark, config, "delete_held_slice", **bounds).collect()
     return result
 
 
-def _remove_committed_slice(
+def _finish_committed_slice(
     spark: SparkSession, config: Config, scale: EpochScale, position: Position
-) -> None:
-    """Remove the rows of the last committed slice, if a crash left them staged."""
+) -> int:
+    """Remove the rows of the last committed slice, if a crash left them staged; return the
+    epoch its ticks must reach (a pass's last epoch, whose ticks a crash may have stopped)."""
     if position.last_batch_id < SLICE_SPAN:
-        return
+        return position.epoch
     logged = engine.committed_batch(spark, config, position.last_batch_id)
     assert logged is not None  # read_position found it committed
-    bounds = _slice_bounds(scale, position.last_batch_id, int(logged["epoch"]))
+    through = logged["through_epoch"]
+    through = int(logged["epoch"] if through is None else through)
+    bounds = _slice_bounds(scale, position.last_batch_id, through)
     run_sql(spark, config, "delete_held_slice", **bounds).collect()
+    return max(position.epoch, through)
 
 
 def drain(
@@ -253,8 +261,11 @@ def drain(
     config: Config,
     progress: Callable[[BatchResult | TickResult], None] | None = None,
 ) -> list[TickResult]:
-    """Apply the staged events the watermark allows, epoch by epoch, ticking between epochs;
-    return the ticks. The caller holds the writer lock."""
+    """Apply the staged events the watermark allows, in passes over as many epochs as
+    ``acker.max_epochs_per_pass`` lets, each followed by the ticks to its last epoch; return
+    the ticks. Where a pass cannot fold its epochs exactly (:class:`PassTooWide`) the drain
+    halves it, and keeps that width, down to one epoch: the rule the passes reproduce. The
+    caller holds the writer lock."""
     position = engine.read_position(spark, config)
     clock = config.acker.clock
     if clock == "event_time":
@@ -269,11 +280,26 @@ def drain(
             else EpochScale(_now_us() - position.epoch * interval_us, interval_us)
         )
         lateness_us = 0
+    grid = None if clock == "event_time" else scale
+    width = config.acker.max_epochs_per_pass
     ticks: list[TickResult] = []
 
     def heard(result: BatchResult | TickResult | None) -> None:
         if result is not None and progress is not None:
             progress(result)
+
+    def tick_to(target: int) -> None:
+        nonlocal position
+        ticked = engine.tick(spark, config, target - position.epoch, clock, grid)
+        for done in ticked:
+            heard(done)
+        ticks.extend(ticked)
+        position = Position(
+            epoch=target,
+            last_batch_id=position.last_batch_id,
+            started_batch_id=None,
+            unfinished_tick=None,
+        )
 
     started = position.started_batch_id
     if started is not None and started < SLICE_SPAN:
@@ -283,10 +309,21 @@ def drain(
         )
     if scale is not None:  # every slice comes after the scale is fixed
         if started is not None:
-            result = _apply_slice(spark, config, scale, position, started)
+            logged = engine.started_batch(spark, config, started)
+            through = logged["through_epoch"]
+            result = _apply_slice(
+                spark,
+                config,
+                scale,
+                position,
+                started,
+                position.epoch if through is None else int(through),
+            )
             heard(result)
             position = position if result is None else position_after(result)
-        _remove_committed_slice(spark, config, scale, position)
+        owed = _finish_committed_slice(spark, config, scale, position)
+        if owed > position.epoch:
+            tick_to(owed)
     while True:
         held = (
             spark.table(config.qualified("held_events"))
@@ -315,7 +352,12 @@ def drain(
                 f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
                 "acker.tick_interval_s or lower acker.max_files_per_batch"
             )
-        result = _apply_slice(spark, config, scale, position, slice_id)
+        through = max(position.epoch, min(watermark_epoch, position.epoch + width - 1))
+        try:
+            result = _apply_slice(spark, config, scale, position, slice_id, through)
+        except PassTooWide:
+            width = max(1, (through - position.epoch + 1) // 2)
+            continue
         heard(result)
         position = position if result is None else position_after(result)
         if position.epoch >= watermark_epoch:
@@ -326,14 +368,4 @@ def drain(
         target = watermark_epoch
         if next_us is not None:
             target = min(target, max(position.epoch + 1, scale.epoch_of(next_us)))
-        grid = None if clock == "event_time" else scale
-        ticked = engine.tick(spark, config, target - position.epoch, clock, grid)
-        for done in ticked:
-            heard(done)
-        ticks += ticked
-        position = Position(
-            epoch=target,
-            last_batch_id=position.last_batch_id,
-            started_batch_id=None,
-            unfinished_tick=None,
-        )
+        tick_to(max(target, through))

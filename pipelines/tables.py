@@ -102,20 +102,25 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
 
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
 
+# Columns newer than some warehouses: held_events' for the event_time stager's quarantine
+# reason and the processing_time arrival, the batch log's for a pass over several epochs.
+_ADDED_COLUMNS = (
+    ("held_events", "quarantine_reason", "add_held_quarantine_reason"),
+    ("held_events", "arrived_at", "add_held_arrived_at"),
+    ("batches", "through_epoch", "add_batches_through_epoch"),
+)
+_UPGRADED = {table for table, _, _ in _ADDED_COLUMNS}
+
 
 def upgrade_tables(spark: SparkSession, config: Config) -> None:
-    """Add what a newer acker needs to tables an older one created: held_events' columns for
-    the event_time stager's quarantine reason and the processing_time arrival, and the change
-    data feed of ack_events (which dates each arrival). Cheap when there is nothing to add (a
-    look at a schema and at the properties), so every writer runs it as it starts."""
-    held = config.qualified("held_events")
-    columns = spark.table(held).columns
-    for column, sql_file in (
-        ("quarantine_reason", "add_held_quarantine_reason"),
-        ("arrived_at", "add_held_arrived_at"),
-    ):
-        if column not in columns:
-            run_sql(spark, config, sql_file, table=held)
+    """Add what a newer acker needs to tables an older one created: the columns of
+    _ADDED_COLUMNS, and the change data feed of ack_events (which dates each arrival). Cheap
+    when there is nothing to add (a look at the schemas and at the properties), so every
+    writer runs it as it starts."""
+    columns = {table: spark.table(config.qualified(table)).columns for table in _UPGRADED}
+    for table, column, sql_file in _ADDED_COLUMNS:
+        if column not in columns[table]:
+            run_sql(spark, config, sql_file, table=config.qualified(table))
     if table_property(spark, config, "ack_events", CHANGE_FEED_PROPERTY) != "true":
         run_sql(spark, config, "enable_change_feed", table=config.qualified("ack_events"))
 

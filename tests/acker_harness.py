@@ -217,6 +217,41 @@ def generated_trees(seed: int, count: int, span_s: int) -> list[Event]:
     return events
 
 
+def epoch_spanning_trees(seed: int, count: int, span_s: int, interval_s: int) -> list[Event]:
+    """Trees starting over ``span_s`` seconds whose events spread over up to three epochs of
+    ``interval_s``: some acks re-delivered an epoch or two later, resets and fails, inits after
+    their first ack, acks that never come (the tree times out), and acks after the tree
+    expired or resolved (late)."""
+    rng = random.Random(seed)
+    interval_ms = interval_s * 1000
+    events = []
+    for _ in range(count):
+        anchor_id = new_id(rng)
+        edges = [new_id(rng) for _ in range(rng.randrange(1, 4))]
+        start = rng.randrange(span_s * 1000)
+        init_ms = start + (interval_ms * 3 // 2 if rng.random() < 0.1 else 0)
+        value = 0
+        for edge in edges:
+            value ^= edge
+        events.append(init(anchor_id, value, init_ms))
+        for number, edge in enumerate(edges):
+            if number == 0 and rng.random() < 0.15:
+                continue  # never acked: the tree times out, and a later ack is late
+            ms = start + rng.randrange(3 * interval_ms)
+            events.append(ack(anchor_id, edge, ms))
+            if rng.random() < 0.15:
+                events.append(
+                    ack(anchor_id, edge, ms + rng.randrange(interval_ms, 2 * interval_ms))
+                )
+        if rng.random() < 0.1:
+            events.append(reset(anchor_id, start + rng.randrange(2 * interval_ms)))
+        if rng.random() < 0.1:
+            events.append(fail(anchor_id, start + rng.randrange(3 * interval_ms)))
+        if rng.random() < 0.1:
+            events.append(ack(anchor_id, new_id(rng), start + rng.randrange(4, 6) * interval_ms))
+    return events
+
+
 def live_arrivals(events: list[Event], lateness_ms: int, seed: int) -> list[list[Event]]:
     """The events as a live run receives them: each arrives up to ``lateness_ms`` after its
     event time, and a micro-batch takes what arrived in each 30 s."""

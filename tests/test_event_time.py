@@ -19,6 +19,7 @@ from tests.acker_harness import (
     Harness,
     ack,
     assert_same_settled_tables,
+    epoch_spanning_trees,
     generated_trees,
     init,
     live_arrivals,
@@ -32,7 +33,8 @@ SECOND_STREAM_BATCH = 2**20
 
 
 def test_a_backfill_in_one_batch_is_applied_epoch_by_epoch(acker_factory) -> None:  # type: ignore[no-untyped-def]
-    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    # One epoch per pass: the rule that a pass over many epochs reproduces.
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0, max_epochs_per_pass=1)
     report = acker.batch(
         init(A, E1, 0),
         ack(A, E1, 35_000),  # epoch 3: A, stamped at epoch 0, expired at the tick to epoch 3
@@ -64,6 +66,94 @@ def test_a_backfill_in_one_batch_is_applied_epoch_by_epoch(acker_factory) -> Non
     batches = acker.table("batches").select("batch_id", "epoch", "events_in").orderBy("batch_id")
     assert [tuple(r) for r in batches.collect()] == [(0, 0, 1), (1, 1, 2), (2, 3, 2)]
     assert acker.table("held_events").count() == 0
+
+
+def test_a_pass_applies_a_backfill_s_epochs_at_once_as_epoch_by_epoch_would(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+    report = acker.batch(
+        init(A, E1, 0),
+        ack(A, E1, 35_000),  # epoch 3: A, stamped at epoch 0, expired at the tick to epoch 3
+        init(B, E2 ^ E3, 12_000),
+        ack(B, E2, 15_000),
+        ack(B, E3, 31_000),  # epoch 3: B, stamped at epoch 1, is still pending
+    )
+    assert [t.epoch for t in report.ticks] == [1, 2, 3]
+    # One micro-batch applies epochs 0 to 3; the ticks to epoch 3 follow it.
+    acker.assert_outcomes(
+        completed=[
+            outcome(
+                B,
+                "acked",
+                init_ms=12_000,
+                first_ms=12_000,
+                last_ms=31_000,
+                events=3,
+                batch=0,
+                epoch=3,
+            )
+        ],
+        expired=[
+            outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0, epoch=3)
+        ],
+    )
+    late = acker.table("late_events").select("anchor_id", "event_type", "outcome", "outcome_reason")
+    assert [tuple(r) for r in late.collect()] == [(A, "ack", "expired", "timeout")]
+    batches = acker.table("batches").select(
+        "batch_id", "status", "epoch", "through_epoch", "events_in", "late", "completed"
+    )
+    assert [tuple(r) for r in batches.collect()] == [(0, "committed", 0, 3, 5, 1, 1)]
+    assert acker.table("held_events").count() == 0
+
+
+@pytest.mark.parametrize(
+    ("refresh", "reborn"),
+    [("reset", False), ("activity", True)],
+    ids=["refresh-reset", "refresh-activity-with-an-anchor-reborn"],
+)
+def test_passes_over_many_epochs_equal_epoch_by_epoch(acker_factory, refresh, reborn) -> None:  # type: ignore[no-untyped-def]
+    semantics = {
+        "clock": "event_time",
+        "tick_interval_s": 10.0,
+        "buckets": 2,
+        "tombstone_epochs": 2,
+        "allowed_lateness_s": 10.0,
+        "refresh": refresh,
+    }
+    events = epoch_spanning_trees(seed=7, count=30, span_s=40, interval_s=10)
+    if reborn:  # an anchor used again after its tombstone window: a pass cannot fold it
+        first = events[0]
+        assert first.event_time is not None
+        later = _ms_after_base(first.event_time) + 80_000
+        events += [init(first.anchor_id, E1, later), ack(first.anchor_id, E1, later + 1_000)]
+    arrivals = live_arrivals(events, lateness_ms=10_000, seed=8)
+    # Two runs, each a stream batch of what arrived meanwhile; with the reborn anchor, one run
+    # whose first pass would hold both of its trees.
+    runs = (
+        [events]
+        if reborn
+        else [
+            [event for batch in half for event in batch]
+            for half in (arrivals[: len(arrivals) // 2], arrivals[len(arrivals) // 2 :])
+        ]
+    )
+    passes: Harness = acker_factory(**semantics)
+    rule: Harness = acker_factory(**semantics, max_epochs_per_pass=1)
+    for acker in (passes, rule):
+        for run in runs:
+            acker.batch(*run)
+
+    tables = ["completed", "failed", "expired", "late_events", "pending", "ticks"]
+    assert_same_settled_tables(passes, rule, tables)
+    # The comparison means something: every kind of outcome and late events, over many
+    # epochs, and passes that applied several epochs at once.
+    status = jobs.status(rule.spark, rule.config)
+    assert min(status.completed, status.failed, status.expired, status.late_events) > 0
+    assert status.epoch >= 6
+    spans = passes.table("batches").select(F.col("through_epoch") - F.col("epoch")).collect()
+    assert max(span for (span,) in spans) > 1
+    if reborn:  # the run's one stream batch took narrower passes
+        assert len(spans) > 1
+        assert passes.table("completed").where(F.col("anchor_id") == first.anchor_id).count() >= 1
 
 
 def test_events_beyond_the_allowed_lateness_wait_for_the_watermark(acker_factory) -> None:  # type: ignore[no-untyped-def]
