@@ -47,17 +47,31 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     assert small["delta_commits_total"] == sum(small["delta_commits"].values())
     assert figures["state_size"]["pending_rows"] >= sizes["main_pending"]
     assert figures["state_size"]["bytes_per_anchor"] > 0
+    size = figures["state_size"]
+    assert size["applied_keys_per_tree"] >= 3  # every seeded tree holds 3
+    assert size["over_information"] > 0
+    less = figures["small_batches_less_state"]
+    assert less["runs"] == sizes["small_runs"] and less["pending"] < small["pending"]
     largest, smallest = sizes["scaling_pending"][-1], sizes["scaling_pending"][0]
+    backfills = figures["backfills"]
+    assert [(b["hours"], b["events"]) for b in backfills] == [
+        (hours, events) for hours, events in sizes["backfills"]
+    ]
+    for backfill in backfills:
+        # every 30 s epoch of the span but the last few, which the watermark holds back
+        assert backfill["epochs"] >= backfill["hours"] * 120 - 5
+        assert backfill["passes"] >= 1 and backfill["run_s"] > 0
+        assert min(backfill["completed"], backfill["failed"], backfill["expired"]) > 0
     assert [target["target"] for target in figures["targets"]] == [
-        "end-to-end events/s, largest batch",
-        "micro-batch / floor, largest batch",
+        "micro-batch / dedup floor, largest batch",
         f"time(pending {largest:,}) / time(pending {smallest:,})",
-        "small-batch median seconds",
+        f"small-batch median seconds, pending {small['pending']:,}",
+        f"small-batch median seconds, pending {less['pending']:,}",
         "Delta commits per small micro-batch",
-        "bytes per pending anchor",
+        f"bytes per pending tree / (8 x (2 + {size['applied_keys_per_tree']} keys))",
         f"{sizes['overdue_ticks']} overdue ticks / one tick",
         f"hot tree over {sizes['hot_tree_batches']} batches: slowest / fastest batch",
-    ]
+    ] + [f"backfill of {b['hours']} h ({b['events']:,} events) seconds" for b in backfills]
     assert figures["ticks"]["pending"] == sizes["tick_pending"]
     assert figures["ticks"]["overdue_s"] > 0 and figures["ticks"]["one_tick_s"] > 0
     # the idempotency window drops every id older than it from the checkpoint
