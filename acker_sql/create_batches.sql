@@ -1,14 +1,15 @@
 -- create_batches.sql
--- What: one row per micro-batch. It is written twice: with status `started` before the batch
---       writes anything, and replaced by the `committed` row last; a `started` row left behind
---       marks a batch interrupted half-way, which the next `acker run` finishes.
+-- What: one row per micro-batch, written once, as the batch's last write (status
+--       `committed`). A batch interrupted before it is recognised by the rows it wrote
+--       (find_unfinished_batch.sql), and the next `acker run` finishes it. A `started` row
+--       is left only by an older acker, which wrote one before each batch.
 -- Who runs it: `acker init`.
 -- Parameters: :table.
 -- Invariants: one row per batch_id; for committed rows
 --             events_in = events_applied + duplicates + quarantined + late.
 create table if not exists identifier(:table) (
     batch_id          bigint    comment 'the micro-batch id (the stream''s batch id)',
-    status            string    comment 'started | committed',
+    status            string    comment 'committed (started: a batch an older acker began)',
     epoch             bigint    comment 'epoch during the batch',
     input_fingerprint string    comment 'row count and content hash of the batch''s input, to recognise a replay',
     started_at        timestamp comment 'wall-clock start',

@@ -1,9 +1,10 @@
 -- read_position.sql
 -- What: where the acker stands: the current epoch (0 before the first tick), the last
---       committed micro-batch (-1 if none), a micro-batch started but not committed (null if
---       none) and the newest epoch with expired rows (beyond the current epoch: a tick that
---       was interrupted before it committed).
--- Who runs it: pipelines.engine, before every batch and tick; `acker status`.
+--       committed micro-batch (-1 if none), a `started` row an older acker left for a batch it
+--       did not commit (null if none) and the newest epoch with expired rows (beyond the
+--       current epoch: a tick that was interrupted before it committed). A batch begun but not
+--       committed is found from the rows it wrote (find_unfinished_batch.sql).
+-- Who runs it: pipelines.engine, before every batch and tick.
 -- Parameters: :ticks, :batches, :expired (tables).
 select
     (select coalesce(max(epoch), 0) from identifier(:ticks)) as epoch,

@@ -1,6 +1,7 @@
 -- summarize_status.sql
 -- What: everything `acker status` prints, in statements of one row each, which the caller runs
---       side by side: where the acker stands (as read_position.sql reads it), how many rows
+--       side by side: where the acker stands (as read_position.sql reads it; an unfinished
+--       batch is found after them, by find_unfinished_batch.sql), how many rows
 --       each table holds (pending: live trees only), and the analyst's headline numbers:
 --       completion latency (p50, p99), how many trees wait in the replay queue, and the age of
 --       the oldest pending tree.

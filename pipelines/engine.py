@@ -41,8 +41,8 @@ __all__ = [
     "position_after",
     "process_batch",
     "read_position",
-    "started_batch",
     "tick",
+    "unfinished_batch",
 ]
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -175,12 +175,24 @@ def read_position(spark: SparkSession, config: Config) -> Position:
     row = run_sql(spark, config, "read_position").first()
     assert row is not None
     epoch = int(row["epoch"])
+    last_batch_id = int(row["last_batch_id"])
     return Position(
         epoch=epoch,
-        last_batch_id=int(row["last_batch_id"]),
-        started_batch_id=row["started_batch_id"],
+        last_batch_id=last_batch_id,
+        started_batch_id=unfinished_batch(spark, config, last_batch_id, row["started_batch_id"]),
         unfinished_tick=interrupted_tick(epoch, row["last_expired_epoch"]),
     )
+
+
+def unfinished_batch(
+    spark: SparkSession, config: Config, last_batch_id: int, logged_started: int | None
+) -> int | None:
+    """The micro-batch after ``last_batch_id`` that wrote rows but did not commit, or whose
+    ``started`` row an older acker left (``logged_started``); ``None`` if there is none."""
+    row = run_sql(spark, config, "find_unfinished_batch", last_batch_id=last_batch_id).first()
+    assert row is not None  # an aggregate without grouping returns one row
+    found = [batch for batch in (row["started_batch_id"], logged_started) if batch is not None]
+    return max(found, default=None)
 
 
 def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, version: int) -> None:
@@ -264,19 +276,9 @@ def classify_events(spark: SparkSession, config: Config, events: DataFrame) -> D
 
 def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
     """The batch log's ``committed`` row of ``batch_id`` (``None`` if it has none)."""
-    return _logged_batch(spark, config, batch_id, "committed")
-
-
-def started_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
-    """The batch log's ``started`` row of ``batch_id``: a batch interrupted before it
-    committed (``None`` if it has none)."""
-    return _logged_batch(spark, config, batch_id, "started")
-
-
-def _logged_batch(spark: SparkSession, config: Config, batch_id: int, status: str) -> Any:
     return (
         spark.table(config.qualified("batches"))
-        .where((F.col("batch_id") == batch_id) & (F.col("status") == status))
+        .where((F.col("batch_id") == batch_id) & (F.col("status") == "committed"))
         .first()
     )
 
@@ -390,22 +392,6 @@ def process_batch(
             f"micro-batch {batch_id} cannot apply epochs {epoch} to {through} at once"
         )
 
-    _log_batch(
-        spark,
-        config,
-        BatchResult(
-            batch_id=batch_id,
-            status="started",
-            epoch=epoch,
-            input_fingerprint=fingerprint,
-            started_at=started_at,
-            finished_at=None,
-            duration_ms=None,
-            through_epoch=through,
-        ),
-        replace=again,
-    )
-    crash_point("batch:started", batch_id)
     excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
     excess -= config.acker.max_pending
     if excess > 0:
@@ -476,7 +462,7 @@ def process_batch(
         pending_removed=int(summary["pending_removed"]),
         through_epoch=through,
     )
-    _log_batch(spark, config, result, replace=True)
+    _log_batch(spark, config, result, replace=again)
     crash_point("batch:committed", batch_id)
     _drop_batch_views(spark)
     return result

@@ -17,7 +17,6 @@ CRASH_ENV = "ACKER_CRASH_AT"
 
 CRASH_POINTS = (
     "stage:appended",
-    "batch:started",
     "batch:aggregated",
     "batch:completed",
     "batch:failed",

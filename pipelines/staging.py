@@ -307,34 +307,23 @@ def drain(
             f"micro-batch {started} was interrupted under another clock: run `acker run` "
             f"with that clock to finish it before changing acker.clock to {clock!r}"
         )
-    if scale is not None:  # every slice comes after the scale is fixed
-        if started is not None:
-            logged = engine.started_batch(spark, config, started)
-            through = logged["through_epoch"]
-            result = _apply_slice(
-                spark,
-                config,
-                scale,
-                position,
-                started,
-                position.epoch if through is None else int(through),
-            )
-            heard(result)
-            position = position if result is None else position_after(result)
+    if scale is not None and started is None:  # every slice comes after the scale is fixed
         owed = _finish_committed_slice(spark, config, scale, position)
         if owed > position.epoch:
             tick_to(owed)
     while True:
-        held = (
-            spark.table(config.qualified("held_events"))
-            .agg(
-                F.count("*").alias("rows"),
-                F.max("stream_batch_id").alias("newest"),
-                F.min(_plausible_micros()).alias("earliest_us"),
-                F.max(_plausible_micros()).alias("latest_us"),
-            )
-            .first()
-        )
+        held = spark.table(config.qualified("held_events"))
+        if started is not None:
+            # The interrupted slice is applied again first, over the stream batches it took:
+            # the same rows, in a pass as wide as they allow (it may differ from the first
+            # attempt's, which a replay of the same batch id replaces whole).
+            held = held.where(F.col("stream_batch_id") <= started // SLICE_SPAN)
+        held = held.agg(
+            F.count("*").alias("rows"),
+            F.max("stream_batch_id").alias("newest"),
+            F.min(_plausible_micros()).alias("earliest_us"),
+            F.max(_plausible_micros()).alias("latest_us"),
+        ).first()
         assert held is not None  # an aggregate without grouping returns one row
         if held["rows"] == 0:
             return ticks
@@ -346,7 +335,11 @@ def drain(
         watermark_epoch = (
             position.epoch if latest_us is None else scale.epoch_of(latest_us - lateness_us)
         )
-        slice_id = max(position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
+        slice_id = (
+            started
+            if started is not None
+            else max(position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
+        )
         if slice_id // SLICE_SPAN != held["newest"]:
             raise StreamBatchTooWide(
                 f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
@@ -360,6 +353,12 @@ def drain(
             continue
         heard(result)
         position = position if result is None else position_after(result)
+        if started is not None:
+            started = None
+            owed = _finish_committed_slice(spark, config, scale, position)
+            if owed > position.epoch:
+                tick_to(owed)
+            continue
         if position.epoch >= watermark_epoch:
             return ticks
         # Straight to the next epoch that has staged events: the epochs between have no

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ from chispa import assert_df_equality
 
 from pipelines import jobs
 from pipelines.cli import main
-from pipelines.engine import process_batch
-from pipelines.errors import CheckpointMismatch, ReplayConflict, WriterBusy
+from pipelines.engine import BATCHES_SCHEMA, process_batch, read_position
+from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict, WriterBusy
 from pipelines.lock import lock_path
 from pipelines.workload import Event
 from tests.acker_harness import (
@@ -116,6 +117,19 @@ def test_a_batch_older_than_the_last_committed_is_refused(acker: Harness) -> Non
     with pytest.raises(CheckpointMismatch, match="older than the last committed batch 1"):
         process_batch(acker.spark, acker.config, events_df(acker, ack(A, E1, 5)), batch_id=0)
     assert acker.pending_ids() == {A, B}
+
+
+def test_a_started_row_an_older_acker_left_still_marks_its_batch_half_done(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0))
+    assert read_position(acker.spark, acker.config).started_batch_id is None
+    started = acker.spark.createDataFrame(
+        [(1, "started", 0, "x", datetime(2026, 1, 1)) + (None,) * 13], BATCHES_SCHEMA
+    )
+    started.writeTo(acker.config.qualified("batches")).append()
+    assert read_position(acker.spark, acker.config).started_batch_id == 1
+    with pytest.raises(InterruptedWork, match="micro-batch 1 was interrupted"):
+        acker.tick()
+    assert acker.pending_ids() == {A}
 
 
 def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
