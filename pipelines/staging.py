@@ -312,13 +312,13 @@ def drain(
         if owed > position.epoch:
             tick_to(owed)
     while True:
-        held = spark.table(config.qualified("held_events"))
+        staged = spark.table(config.qualified("held_events"))
         if started is not None:
             # The interrupted slice is applied again first, over the stream batches it took:
             # the same rows, in a pass as wide as they allow (it may differ from the first
             # attempt's, which a replay of the same batch id replaces whole).
-            held = held.where(F.col("stream_batch_id") <= started // SLICE_SPAN)
-        held = held.agg(
+            staged = staged.where(F.col("stream_batch_id") <= started // SLICE_SPAN)
+        held = staged.agg(
             F.count("*").alias("rows"),
             F.max("stream_batch_id").alias("newest"),
             F.min(_plausible_micros()).alias("earliest_us"),
