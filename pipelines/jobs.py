@@ -467,6 +467,9 @@ def status(spark: SparkSession, config: Config) -> Status:
     open_tables(spark, config, views=_STATUS_VIEWS)
     figures = run_sql_figures(spark, config, "summarize_status")
     unfinished = interrupted_tick(figures["epoch"], figures.pop("last_expired_epoch"))
+    figures["started_batch_id"] = engine.unfinished_batch(
+        spark, config, figures["last_batch_id"], figures["started_batch_id"]
+    )
     return Status(**figures, unfinished_tick=unfinished)
 
 
