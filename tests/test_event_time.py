@@ -32,9 +32,10 @@ E1, E2, E3 = 0x1F2E3D4C5B6A7988, -0x0123456789ABCDEF, 0x7777000011112222
 SECOND_STREAM_BATCH = 2**20
 
 
-def test_a_backfill_in_one_batch_is_applied_epoch_by_epoch(acker_factory) -> None:  # type: ignore[no-untyped-def]
-    # One epoch per pass: the rule that a pass over many epochs reproduces.
-    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0, max_epochs_per_pass=1)
+def _backfill_two_trees(acker: Harness, completed_by: int, expired_by: int) -> None:
+    """One stream batch over epochs 0 to 3: B completes in epoch 3 (micro-batch
+    ``completed_by``), A, stamped at epoch 0, expires at the tick to epoch 3 (its last batch
+    ``expired_by``), and A's ack of epoch 3 is late."""
     report = acker.batch(
         init(A, E1, 0),
         ack(A, E1, 35_000),  # epoch 3: A, stamped at epoch 0, expired at the tick to epoch 3
@@ -43,66 +44,42 @@ def test_a_backfill_in_one_batch_is_applied_epoch_by_epoch(acker_factory) -> Non
         ack(B, E3, 31_000),  # epoch 3: B, stamped at epoch 1, is still pending
     )
     assert [t.epoch for t in report.ticks] == [1, 2, 3]
-    # Slices: epoch 0 is batch 0, epoch 1 batch 1, epoch 2 has no events, epoch 3 is batch 2.
-    acker.assert_outcomes(
-        completed=[
-            outcome(
-                B,
-                "acked",
-                init_ms=12_000,
-                first_ms=12_000,
-                last_ms=31_000,
-                events=3,
-                batch=2,
-                epoch=3,
-            )
-        ],
-        expired=[
-            outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=1, epoch=3)
-        ],
+    b_done = outcome(
+        B,
+        "acked",
+        init_ms=12_000,
+        first_ms=12_000,
+        last_ms=31_000,
+        events=3,
+        batch=completed_by,
+        epoch=3,
     )
-    late = acker.table("late_events").select("anchor_id", "outcome").collect()
-    assert [tuple(r) for r in late] == [(A, "expired")]
+    a_expired = outcome(
+        A, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=expired_by, epoch=3
+    )
+    acker.assert_outcomes(completed=[b_done], expired=[a_expired])
+    late = acker.table("late_events").select("anchor_id", "event_type", "outcome", "outcome_reason")
+    assert [tuple(r) for r in late.collect()] == [(A, "ack", "expired", "timeout")]
+    assert acker.table("held_events").count() == 0
+
+
+def test_a_backfill_in_one_batch_is_applied_epoch_by_epoch(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    # One epoch per pass: the rule that a pass over many epochs reproduces.
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0, max_epochs_per_pass=1)
+    # Slices: epoch 0 is batch 0, epoch 1 batch 1, epoch 2 has no events, epoch 3 is batch 2.
+    _backfill_two_trees(acker, completed_by=2, expired_by=1)
     batches = acker.table("batches").select("batch_id", "epoch", "events_in").orderBy("batch_id")
     assert [tuple(r) for r in batches.collect()] == [(0, 0, 1), (1, 1, 2), (2, 3, 2)]
-    assert acker.table("held_events").count() == 0
 
 
 def test_a_pass_applies_a_backfill_s_epochs_at_once_as_epoch_by_epoch_would(acker_factory) -> None:  # type: ignore[no-untyped-def]
     acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
-    report = acker.batch(
-        init(A, E1, 0),
-        ack(A, E1, 35_000),  # epoch 3: A, stamped at epoch 0, expired at the tick to epoch 3
-        init(B, E2 ^ E3, 12_000),
-        ack(B, E2, 15_000),
-        ack(B, E3, 31_000),  # epoch 3: B, stamped at epoch 1, is still pending
-    )
-    assert [t.epoch for t in report.ticks] == [1, 2, 3]
     # One micro-batch applies epochs 0 to 3; the ticks to epoch 3 follow it.
-    acker.assert_outcomes(
-        completed=[
-            outcome(
-                B,
-                "acked",
-                init_ms=12_000,
-                first_ms=12_000,
-                last_ms=31_000,
-                events=3,
-                batch=0,
-                epoch=3,
-            )
-        ],
-        expired=[
-            outcome(A, "timeout", init_ms=0, first_ms=0, last_ms=0, events=1, batch=0, epoch=3)
-        ],
-    )
-    late = acker.table("late_events").select("anchor_id", "event_type", "outcome", "outcome_reason")
-    assert [tuple(r) for r in late.collect()] == [(A, "ack", "expired", "timeout")]
+    _backfill_two_trees(acker, completed_by=0, expired_by=0)
     batches = acker.table("batches").select(
         "batch_id", "status", "epoch", "through_epoch", "events_in", "late", "completed"
     )
     assert [tuple(r) for r in batches.collect()] == [(0, "committed", 0, 3, 5, 1, 1)]
-    assert acker.table("held_events").count() == 0
 
 
 @pytest.mark.parametrize(
