@@ -353,11 +353,10 @@ def drain(
             continue
         heard(result)
         position = position if result is None else position_after(result)
-        if started is not None:
+        if started is not None:  # then on to the stream batches staged after it
             started = None
-            owed = _finish_committed_slice(spark, config, scale, position)
-            if owed > position.epoch:
-                tick_to(owed)
+            if through > position.epoch:
+                tick_to(through)
             continue
         if position.epoch >= watermark_epoch:
             return ticks
