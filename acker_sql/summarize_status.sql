@@ -1,15 +1,14 @@
 -- summarize_status.sql
--- What: everything `acker status` prints, in statements of one row each, which the caller runs
---       side by side: where the acker stands (as read_position.sql reads it; an unfinished
---       batch is found after them, by find_unfinished_batch.sql), how many rows
---       each table holds (pending: live trees only), and the analyst's headline numbers:
---       completion latency (p50, p99), how many trees wait in the replay queue, and the age of
---       the oldest pending tree.
+-- What: what `acker status` prints beside where the acker stands (read_position.sql, run in
+--       a thread of its own beside these), in statements of one row each, which the caller
+--       runs side by side: how many rows each table holds (pending: live trees only), and the
+--       analyst's headline numbers: completion latency (p50, p99), how many trees wait in the
+--       replay queue, and the age of the oldest pending tree.
 -- Who runs it: pipelines.jobs.status, through pipelines.sql.run_sql_figures.
 -- Why several statements: Spark plans a statement's scalar subqueries one after another, and a
 --     cold JVM spends most of `acker status` planning them; statements planned in parallel
 --     threads finish about 1.5 s sooner on 2 cores.
--- Parameters: :ticks, :batches, :expired, :completed, :failed, :late_events, :quarantine,
+-- Parameters: :expired, :completed, :failed, :late_events, :quarantine,
 --             :ack_events, :pending (tables); :replay_queue, :stuck_trees (views).
 -- Edge cases: with no completed or pending trees the latencies and the age are null; plain
 --             counts of a Delta table are answered from its log, without reading a file.
@@ -18,14 +17,7 @@ select count(*) as replay_queue from identifier(:replay_queue);
 
 select max(age_epochs) as oldest_pending_epochs from identifier(:stuck_trees);
 
-select coalesce(max(epoch), 0) as epoch from identifier(:ticks);
-
-select
-    coalesce(max(batch_id) filter (where status = 'committed'), -1) as last_batch_id,
-    max(batch_id) filter (where status = 'started') as started_batch_id
-from identifier(:batches);
-
-select max(epoch) as last_expired_epoch, count(*) as expired from identifier(:expired);
+select count(*) as expired from identifier(:expired);
 
 select count(*) as pending from identifier(:pending) where outcome is null;
 

@@ -30,10 +30,11 @@ from tests.acker_harness import (
     assert_resolved_once,
     assert_same_tables,
 )
-from tests.conftest import make_config
+from tests.conftest import TEST_SPARK_CONF, make_config
 
 SPARK_HOME = Path(pyspark.__file__).parent
 MASTER_URL = "spark://127.0.0.1:7077"
+CLUSTER_SPARK_CONF = {k: v for k, v in TEST_SPARK_CONF.items() if k != "spark.driver.memory"}
 
 
 def _free_port() -> int:
@@ -119,8 +120,9 @@ def _cluster_conf(config: Config, master: str, path: Path) -> Path:
                 '"spark.executor.cores" = "1"',
                 '"spark.cores.max" = "2"',
                 '"spark.ui.enabled" = "false"',
-                '"spark.sql.shuffle.partitions" = "4"',
             ]
+            # the suite's settings for tiny micro-batches, executors included
+            + [f'"{key}" = "{value}"' for key, value in CLUSTER_SPARK_CONF.items()]
         )
         + "\n"
     )
