@@ -423,6 +423,13 @@ def nonzero(anchor_id: Column) -> Column:
 
 
 BENCH_SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
+# --quick only checks that every measurement runs: its batches hold a few thousand rows, which
+# Spark interprets sooner than it generates and compiles code for them.
+QUICK_SPARK_CONF = {
+    **BENCH_SPARK_CONF,
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 def small_batches(
@@ -939,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
         parse_config(
             {
                 "warehouse": {"path": str(work / "warehouse")},
-                "spark": {"conf": dict(BENCH_SPARK_CONF)},
+                "spark": {"conf": dict(QUICK_SPARK_CONF if args.quick else BENCH_SPARK_CONF)},
             }
         )
     )

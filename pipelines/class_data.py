@@ -1,10 +1,10 @@
-"""A class-data archive for the JVMs of the short-lived verbs (``acker status``, ``acker sql``).
+"""A class-data archive for the local JVMs the command line starts.
 
-A cold JVM spends a good part of a short verb loading and verifying the classes of Spark and
-Delta. Java's class-data sharing maps them, already parsed and verified, from an archive: the
-first short-lived verb writes one when its JVM exits (``-XX:ArchiveClassesAtExit``), and every
-later one maps it (``-XX:SharedArchiveFile``). Only classes on the JVM's class path are
-archived, so these verbs put the Delta JARs there too.
+A cold JVM spends a good part of a short verb, and of a scheduled ``acker run``, loading and
+verifying the classes of Spark and Delta. Java's class-data sharing maps them, already parsed
+and verified, from an archive: the first verb writes one when its JVM exits
+(``-XX:ArchiveClassesAtExit``), and every later one maps it (``-XX:SharedArchiveFile``). Only
+classes on the JVM's class path are archived, so these JVMs put the Delta JARs there too.
 
 The archive's name hashes the Java installation and every JAR on the class path (name, size,
 modification time): after an upgrade the old archive no longer matches and a new one is

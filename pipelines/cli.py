@@ -212,7 +212,7 @@ class _StatusLine:
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
-    from pipelines.session import build_session, end_short_lived
+    from pipelines.session import build_session, finish_shared_classes
 
     say = None if args.quiet else _StatusLine()
     progress = (
@@ -220,7 +220,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     )
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
-    spark = build_session(config, short_lived=args.verb in _SHORT_LIVED)
+    spark = build_session(config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True)
     if args.verb == "init":
         created = jobs.init(spark, config)
         print(
@@ -278,8 +278,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
                 f"now {table.files} files, {table.bytes} bytes"
             )
-    if args.verb in _SHORT_LIVED:
-        end_short_lived(spark, config)
+    finish_shared_classes(spark, config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,7 +25,7 @@ __all__ = [
     "SESSION_DEFAULTS",
     "build_session",
     "configure_builder",
-    "end_short_lived",
+    "finish_shared_classes",
     "is_connect",
 ]
 
@@ -87,10 +87,14 @@ LOCAL_DEFAULTS: dict[str, str] = {
 
 
 def configure_builder(
-    builder: SparkSession.Builder, config: Config, short_lived: bool = False
+    builder: SparkSession.Builder,
+    config: Config,
+    short_lived: bool = False,
+    shared_classes: bool = False,
 ) -> SparkSession.Builder:
     """Apply the acker's Spark and Delta settings to ``builder`` and return it; ``short_lived``
-    tunes a JVM it starts for a few small queries.
+    tunes a JVM it starts for a few small queries; ``shared_classes`` has a local JVM map the
+    class-data archive (:mod:`pipelines.class_data`), or write it at exit if there is none.
 
     Example: ``spark = configure_builder(SparkSession.builder, load_config()).getOrCreate()``.
     """
@@ -130,10 +134,10 @@ def configure_builder(
     if short_lived:
         java_options += " " + SHORT_LIVED_JVM_OPTIONS
         merged.update(SHORT_LIVED_DEFAULTS)
-        if jars and is_local and not settings.remote:
-            merged["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
-            archive = class_data.archive_path(_jar_cache(config), jars)
-            java_options += " " + class_data.jvm_options(archive)
+    if shared_classes and jars and is_local and not settings.remote:
+        merged["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
+        archive = class_data.archive_path(_jar_cache(config), jars)
+        java_options += " " + class_data.jvm_options(archive)
     merged["spark.driver.extraJavaOptions"] = java_options
     merged.update(settings.conf)
     for key, value in merged.items():
@@ -146,8 +150,8 @@ def _jar_cache(config: Config) -> Path:
     return Path(configured).expanduser() if configured else default_jar_cache()
 
 
-def end_short_lived(spark: SparkSession, config: Config) -> None:
-    """After a short-lived verb: if its JVM was the one to write the class-data archive
+def finish_shared_classes(spark: SparkSession, config: Config) -> None:
+    """After a verb: if its JVM was the one to write the class-data archive
     (:mod:`pipelines.class_data`), let it finish and move the archive in place."""
     if config.spark.delta_jars == "resolve":
         cache = _jar_cache(config)
@@ -182,17 +186,23 @@ def _jvm_notice_dropped() -> Iterator[None]:
     threading.Thread(target=forward, name="jvm-stderr", daemon=True).start()
 
 
-def build_session(config: Config, short_lived: bool = False) -> SparkSession:
-    """Get (or create) the session for ``config`` with its log level applied; ``short_lived``:
-    see :func:`configure_builder`."""
+def build_session(
+    config: Config, short_lived: bool = False, shared_classes: bool = False
+) -> SparkSession:
+    """Get (or create) the session for ``config`` with its log level applied; ``short_lived``
+    and ``shared_classes``: see :func:`configure_builder` (the command line asks for the
+    archive; a caller that does must call :func:`finish_shared_classes` before it exits)."""
     launches_jvm = not config.spark.remote.startswith("sc://") and SparkContext._gateway is None
     # A session already running (a notebook's, a test's) keeps its settings.
     short_lived = short_lived and launches_jvm
+    shared_classes = shared_classes and launches_jvm
     with warnings.catch_warnings(), _jvm_notice_dropped() if launches_jvm else nullcontext():
         # An embedded Connect server starts with every setting, then the client sets them all
         # again on its session and warns for each static one; the server already has them.
         warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
-        spark = configure_builder(SparkSession.builder, config, short_lived).getOrCreate()
+        spark = configure_builder(
+            SparkSession.builder, config, short_lived, shared_classes
+        ).getOrCreate()
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(config.spark.log_level)
     return spark
