@@ -169,11 +169,6 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
     assert run_acker(conf, crash_at=f"{point}@{ident}") == -signal.SIGKILL
 
     half_done = read_position(spark, config)
-    status = jobs.status(spark, config)
-    assert (status.started_batch_id, status.unfinished_tick) == (
-        half_done.started_batch_id,
-        half_done.unfinished_tick,
-    )
     if point == "batch:aggregated":  # before the batch's first write: nothing to finish
         assert half_done.started_batch_id is None
     elif point in BATCH_POINTS[:-1]:
