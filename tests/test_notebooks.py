@@ -6,6 +6,7 @@ of the suite apiece."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,18 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
+from tests.conftest import TEST_SPARK_CONF
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 WORKLOAD = {"TREES": 400, "SEED": 7}
+# The kernel's session interprets its queries, as the suite's own do: the notebooks' batches
+# hold a few hundred trees (settings the notebooks' builder leaves unset, through spark-submit).
+_INTERPRETED = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+KERNEL_ENV = {
+    **os.environ,
+    "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {key}={TEST_SPARK_CONF[key]}" for key in _INTERPRETED)
+    + " pyspark-shell",
+}
 
 
 def execute(kernel: KernelManager, name: str, **parameters: Any) -> Any:
@@ -39,7 +50,7 @@ def execute(kernel: KernelManager, name: str, **parameters: Any) -> Any:
         timeout=900,
         kernel_name="python3",
         resources={"metadata": {"path": str(NOTEBOOKS)}},
-    ).execute()
+    ).execute(env=KERNEL_ENV)  # the environment of the kernel it starts, if none runs yet
     return book
 
 
