@@ -19,7 +19,7 @@ import hashlib
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pyspark import SparkContext
@@ -67,15 +67,20 @@ def jvm_options(archive: Path) -> str:
     return f"-XX:ArchiveClassesAtExit={_dump_path(archive)} {_QUIET}"
 
 
-def finish_archive(spark: SparkSession, archive: Path) -> None:
+def finish_archive(
+    spark: SparkSession, archive: Path, say: Callable[[str], None] | None = None
+) -> None:
     """If this process started a JVM that writes ``archive`` at exit, stop it, wait until it
     has written the archive (a few seconds, once), and move the archive in place; otherwise
-    (the archive exists, or the JVM was started otherwise) leave the session running."""
+    (the archive exists, or the JVM was started otherwise) leave the session running. ``say``
+    hears that the archive is being written."""
     dump = _dump_path(archive)
     gateway = SparkContext._gateway
     jvm = getattr(gateway, "proc", None)
     if gateway is None or jvm is None or not any(str(dump) in str(arg) for arg in jvm.args):
         return
+    if say is not None:
+        say(f"saving Spark's classes for faster starts (once, about 15 s): {archive}")
     spark.stop()
     gateway.shutdown()
     SparkContext._gateway = None

@@ -278,7 +278,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
                 f"now {table.files} files, {table.bytes} bytes"
             )
-    finish_shared_classes(spark, config)
+    finish_shared_classes(spark, config, say)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -150,12 +150,16 @@ def _jar_cache(config: Config) -> Path:
     return Path(configured).expanduser() if configured else default_jar_cache()
 
 
-def finish_shared_classes(spark: SparkSession, config: Config) -> None:
+def finish_shared_classes(
+    spark: SparkSession, config: Config, say: Callable[[str], None] | None = None
+) -> None:
     """After a verb: if its JVM was the one to write the class-data archive
-    (:mod:`pipelines.class_data`), let it finish and move the archive in place."""
+    (:mod:`pipelines.class_data`), let it finish and move the archive in place; ``say`` hears
+    when it does."""
     if config.spark.delta_jars == "resolve":
         cache = _jar_cache(config)
-        class_data.finish_archive(spark, class_data.archive_path(cache, ensure_delta_jars(cache)))
+        archive = class_data.archive_path(cache, ensure_delta_jars(cache))
+        class_data.finish_archive(spark, archive, say)
 
 
 def is_connect(spark: SparkSession) -> bool:

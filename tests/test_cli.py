@@ -180,8 +180,10 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     assert [p.name for p in (jar_cache / "class-data").iterdir()] == [
         archive_path(jar_cache, ensure_delta_jars(jar_cache)).name
     ]
+    assert "saving Spark's classes for faster starts" in init.stderr
     status = run("status")
     assert status.returncode == 0, status.stderr
+    assert status.stderr == ""
     assert status.stdout.startswith("epoch 0, last batch -1")
 
     loaded = tmp_path / "classes.log"
