@@ -64,7 +64,7 @@ from pipelines import jobs
 from pipelines.config import AckerSettings, Config, parse_config
 from pipelines.engine import BatchResult, append_idempotent
 from pipelines.ingest import ACK_EVENTS_SCHEMA
-from pipelines.session import build_session
+from pipelines.session import INTERPRETED_QUERIES, build_session
 from pipelines.sql import TABLES, quoted_table
 from pipelines.tables import IDEMPOTENCY_WINDOW_PROPERTY, create_tables, table_location
 from pipelines.workload import WorkloadSpec, generate_workload
@@ -425,11 +425,7 @@ def nonzero(anchor_id: Column) -> Column:
 BENCH_SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
 # --quick only checks that every measurement runs: its batches hold a few thousand rows, which
 # Spark interprets sooner than it generates and compiles code for them.
-QUICK_SPARK_CONF = {
-    **BENCH_SPARK_CONF,
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
+QUICK_SPARK_CONF = {**BENCH_SPARK_CONF, **INTERPRETED_QUERIES}
 
 
 def small_batches(

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config, parse_config
-from pipelines.session import build_session, is_connect
+from pipelines.session import INTERPRETED_QUERIES, build_session, is_connect
 from pipelines.tables import create_tables
 from tests.acker_harness import Harness
 
@@ -27,8 +27,7 @@ TEST_SPARK_CONF = {
     "spark.databricks.delta.delta.log.cacheSize": "64",
     # Rows in the tens: compiling generated code for every new plan costs more than it saves
     # (a micro-batch of a few events: 10-11 s interpreted against 13-15 s compiled).
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    **INTERPRETED_QUERIES,
 }
 
 _schema_numbers = itertools.count()

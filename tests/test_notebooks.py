@@ -17,16 +17,15 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from tests.conftest import TEST_SPARK_CONF
+from pipelines.session import INTERPRETED_QUERIES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 WORKLOAD = {"TREES": 400, "SEED": 7}
 # The kernel's session interprets its queries, as the suite's own do: the notebooks' batches
 # hold a few hundred trees (settings the notebooks' builder leaves unset, through spark-submit).
-_INTERPRETED = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
 KERNEL_ENV = {
     **os.environ,
-    "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {key}={TEST_SPARK_CONF[key]}" for key in _INTERPRETED)
+    "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {k}={v}" for k, v in INTERPRETED_QUERIES.items())
     + " pyspark-shell",
 }
 
