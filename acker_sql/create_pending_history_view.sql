@@ -13,6 +13,7 @@ create or replace view identifier(:view) (
     resolved        comment 'pending trees the epoch''s batches completed or failed',
     expired_timeout comment 'trees the tick that opened the epoch expired with reason timeout',
     expired_no_init comment 'trees the tick that opened the epoch expired with reason no_init',
+    late_no_init    comment 'entries the tick that opened the epoch removed without an outcome: no init, and their anchor already had one (their events are in late_events)',
     pending_at_end  comment 'trees pending when the epoch ended (or now, for the current epoch)'
 )
 comment 'batch acker: pending state size per epoch'
@@ -36,7 +37,8 @@ tick_flows as (
     select
         epoch,
         sum(expired_timeout) as expired_timeout,
-        sum(expired_no_init) as expired_no_init
+        sum(expired_no_init) as expired_no_init,
+        sum(coalesce(late_no_init, 0)) as late_no_init
     from ticks
     group by epoch
 ),
@@ -48,7 +50,8 @@ flows as (
         coalesce(b.admitted, 0) as admitted,
         coalesce(b.resolved, 0) as resolved,
         coalesce(t.expired_timeout, 0) as expired_timeout,
-        coalesce(t.expired_no_init, 0) as expired_no_init
+        coalesce(t.expired_no_init, 0) as expired_no_init,
+        coalesce(t.late_no_init, 0) as late_no_init
     from epochs as e
     left join batch_flows as b on e.epoch = b.epoch
     left join tick_flows as t on e.epoch = t.epoch
@@ -57,7 +60,7 @@ flows as (
 final as (
     select
         *,
-        sum(admitted - resolved - expired_timeout - expired_no_init) over (
+        sum(admitted - resolved - expired_timeout - expired_no_init - late_no_init) over (
             order by epoch rows between unbounded preceding and current row
         ) as pending_at_end
     from flows

@@ -1,16 +1,19 @@
 -- read_position.sql
 -- What: where the acker stands: the current epoch (0 before the first tick), the last
 --       committed micro-batch (-1 if none), a `started` row an older acker left for a batch it
---       did not commit (null if none) and the newest epoch with expired rows (beyond the
---       current epoch: a tick that was interrupted before it committed). A batch begun but not
+--       did not commit (null if none) and the newest epoch with expired rows or late events a
+--       tick wrote (beyond the current epoch: a tick that was interrupted before it committed). A batch begun but not
 --       committed is found from the rows it wrote (find_unfinished_batch.sql).
 -- Who runs it: pipelines.engine, before every batch and tick.
--- Parameters: :ticks, :batches, :expired (tables).
+-- Parameters: :ticks, :batches, :expired, :late_events (tables).
 select
     (select coalesce(max(epoch), 0) from identifier(:ticks)) as epoch,
     batches.last_batch_id,
     batches.started_batch_id,
-    (select max(epoch) from identifier(:expired)) as last_expired_epoch
+    greatest(
+        (select max(epoch) from identifier(:expired)),
+        (select max(tick_epoch) from identifier(:late_events))
+    ) as last_expired_epoch
 from (
     -- one scan of the batch log for both
     select

@@ -41,5 +41,6 @@ select
     outcome,
     outcome_reason,
     outcome_batch_id,
-    cast(:batch_id as bigint) as batch_id
+    cast(:batch_id as bigint) as batch_id,
+    cast(null as bigint) as tick_epoch
 from late

@@ -1,9 +1,10 @@
 -- select_ticks.sql
 -- What: the ticks table's rows for a run of ticks, one per epoch from :first_epoch to :target,
---       with the trees each expired, counted from the expired table so that a run finished
---       after a crash counts the rows its first attempt wrote.
+--       with the trees each expired, counted from the expired table (and the entries whose
+--       events it sent to late_events instead, from late_events) so that a run finished after
+--       a crash counts the rows its first attempt wrote.
 -- Who runs it: pipelines.engine.tick, after the expired rows are written.
--- Parameters: :expired (table); :first_epoch; :target; :clock; :last_batch_id; :origin_us and
+-- Parameters: :expired, :late_events (tables); :first_epoch; :target; :clock; :last_batch_id; :origin_us and
 --             :interval_us, the clock's time grid (microseconds since 1970): each tick is
 --             dated at the start of its epoch, so a clock anchored at its latest tick keeps
 --             its grid; both null for a tick dated now (acker tick).
@@ -21,6 +22,13 @@ expiries as (
     group by epoch
 ),
 
+late_entries as (
+    select tick_epoch as epoch, count(distinct anchor_id) as late_no_init
+    from identifier(:late_events)
+    where tick_epoch between :first_epoch and :target
+    group by tick_epoch
+),
+
 final as (
     select
         e.epoch,
@@ -30,9 +38,11 @@ final as (
         cast(:clock as string) as clock,
         coalesce(x.expired_timeout, 0) as expired_timeout,
         coalesce(x.expired_no_init, 0) as expired_no_init,
-        cast(:last_batch_id as bigint) as last_batch_id
+        cast(:last_batch_id as bigint) as last_batch_id,
+        coalesce(l.late_no_init, 0) as late_no_init
     from epochs as e
     left join expiries as x on e.epoch = x.epoch
+    left join late_entries as l on e.epoch = l.epoch
 )
 
 select * from final

@@ -129,6 +129,9 @@ class TickResult:
     expired_timeout: int
     expired_no_init: int
     last_batch_id: int
+    late_no_init: int
+    """Entries without init whose anchor already had an outcome: not expired, their events
+    written to ``late_events``."""
 
 
 @dataclass(frozen=True)
@@ -526,18 +529,26 @@ def _tick_to(
     epoch as its Delta ``txnVersion``, so a run finished after a crash, which starts from the
     same epoch, skips what the first attempt committed."""
     first_epoch = position.epoch + 1
-    expired = run_sql(
-        spark,
-        config,
-        "select_expired",
-        first_epoch=first_epoch,
-        target=target,
-        buckets=config.acker.buckets,
-        last_batch_id=position.last_batch_id,
+    run: dict[str, Any] = {
+        "first_epoch": first_epoch,
+        "target": target,
+        "buckets": config.acker.buckets,
+    }
+    expiring = run_sql(
+        spark, config, "select_expired", last_batch_id=position.last_batch_id, **run
     ).localCheckpoint()
-    if not expired.isEmpty():
+    counts = expiring.agg(F.count_if(~F.col("reborn")), F.count_if("reborn")).first()
+    assert counts is not None  # an aggregate without grouping returns one row
+    expired_count, reborn_count = counts
+    if expired_count:
+        expired = expiring.where(~F.col("reborn")).drop("reborn")
         append_idempotent(expired, config, "expired", "tick", first_epoch)
         crash_point("tick:expired", target)
+    # An entry without init whose anchor already has an outcome gets no second one: its events
+    # are late (rare: an event after the anchor's tombstone window, and no init after it).
+    if reborn_count:
+        late = run_sql(spark, config, "select_reborn_late_events", **run)
+        append_idempotent(late, config, "late_events", "tick", first_epoch)
     cutoff = target - config.acker.buckets
     _run_idempotent(spark, config, "tick", first_epoch, "delete_expired", cutoff=cutoff)
     crash_point("tick:deleted", target)

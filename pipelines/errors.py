@@ -30,7 +30,8 @@ class WriterBusy(AckerError):
 
 
 class NotInitialised(AckerError):
-    """The warehouse has no acker tables: run ``acker init``."""
+    """The warehouse has no acker tables, or tables an older acker made that lack a column this
+    one reads: run ``acker init``."""
 
 
 class InterruptedWork(AckerError):

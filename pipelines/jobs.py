@@ -455,6 +455,7 @@ def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult
     """Advance the epoch ``count`` times by hand (``acker tick N``), holding the writer lock."""
     with writer_lock(config, "tick"):
         open_tables(spark, config, views=())
+        upgrade_tables(spark, config)
         return engine.tick(spark, config, count)
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
+from pipelines.errors import NotInitialised
 from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql
 
 __all__ = [
@@ -84,7 +86,7 @@ def attach_tables(
 
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
     """Create every table that does not exist yet (``acker init``); return the ones created."""
-    created = attach_tables(spark, config)
+    created = attach_tables(spark, config, views=())
     window = {"idempotency_window": IDEMPOTENCY_WINDOW}
     for table in created:
         run_sql(spark, config, TABLES[table], literals=window, table=config.qualified(table))
@@ -95,19 +97,21 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
         ):
             run_sql(spark, config, "set_idempotency_window", window, table=config.qualified(table))
     upgrade_tables(spark, config)
-    if created:  # otherwise attach_tables has already made the views
-        _create_views(spark, config)
+    _create_views(spark, config)  # after the upgrade: the views read its columns
     return created
 
 
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
 
 # Columns newer than some warehouses: held_events' for the event_time stager's quarantine
-# reason and the processing_time arrival, the batch log's for a pass over several epochs.
+# reason and the processing_time arrival, the batch log's for a pass over several epochs, and
+# late_events' and the ticks' for entries a tick sends to late_events instead of expired.
 _ADDED_COLUMNS = (
     ("held_events", "quarantine_reason", "add_held_quarantine_reason"),
     ("held_events", "arrived_at", "add_held_arrived_at"),
     ("batches", "through_epoch", "add_batches_through_epoch"),
+    ("late_events", "tick_epoch", "add_late_events_tick_epoch"),
+    ("ticks", "late_no_init", "add_ticks_late_no_init"),
 )
 _UPGRADED = {table for table, _, _ in _ADDED_COLUMNS}
 
@@ -117,12 +121,16 @@ def upgrade_tables(spark: SparkSession, config: Config) -> None:
     _ADDED_COLUMNS, and the change data feed of ack_events (which dates each arrival). Cheap
     when there is nothing to add (a look at the schemas and at the properties), so every
     writer runs it as it starts."""
-    columns = {table: spark.table(config.qualified(table)).columns for table in _UPGRADED}
-    for table, column, sql_file in _ADDED_COLUMNS:
-        if column not in columns[table]:
-            run_sql(spark, config, sql_file, table=config.qualified(table))
+    for table, _, sql_file in _missing_columns(spark, config):
+        run_sql(spark, config, sql_file, table=config.qualified(table))
     if table_property(spark, config, "ack_events", CHANGE_FEED_PROPERTY) != "true":
         run_sql(spark, config, "enable_change_feed", table=config.qualified("ack_events"))
+
+
+def _missing_columns(spark: SparkSession, config: Config) -> list[tuple[str, str, str]]:
+    """The entries of _ADDED_COLUMNS whose column the warehouse's table lacks."""
+    columns = {table: spark.table(config.qualified(table)).columns for table in _UPGRADED}
+    return [added for added in _ADDED_COLUMNS if added[1] not in columns[added[0]]]
 
 
 def table_property(spark: SparkSession, config: Config, table: str, key: str) -> str | None:
@@ -134,10 +142,21 @@ def table_property(spark: SparkSession, config: Config, table: str, key: str) ->
 def _create_views(
     spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)
 ) -> None:
-    """Create ``views`` in the order of VIEWS, where a view comes after the views it reads."""
-    for view, sql_file in VIEWS.items():
-        if view in views:
-            run_sql(spark, config, sql_file, view=config.qualified(view))
+    """Create ``views`` in the order of VIEWS, where a view comes after the views it reads.
+    Tables an older acker made may lack a column a view reads until a writer upgrades them."""
+    try:
+        for view, sql_file in VIEWS.items():
+            if view in views:
+                run_sql(spark, config, sql_file, view=config.qualified(view))
+    except AnalysisException:
+        missing = _missing_columns(spark, config)
+        if not missing:
+            raise
+        table, column, _ = missing[0]
+        raise NotInitialised(
+            f"{config.qualified(table)} has no column {column}: an older acker made these "
+            "tables; run `acker init` to upgrade them"
+        ) from None
 
 
 def missing_tables(spark: SparkSession, config: Config) -> list[str]:

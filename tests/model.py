@@ -29,6 +29,7 @@ class Entry:
     event_count: int = 0
     epoch: int = 0
     applied: set[tuple[str, int]] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class AckerModel:
                 self.pending[anchor] = Entry(epoch=self.epoch)
                 new_anchors.add(anchor)
             entry = self.pending[anchor]
+            entry.events.append(e)
             touched[anchor] = entry
             key = (anchor, e.event_type, value)
             # fail and reset carry no value: every one is applied, none is a re-delivery
@@ -212,8 +214,13 @@ class AckerModel:
         for _ in range(count):
             self.epoch += 1
             for anchor, entry in list(self.pending.items()):
-                if entry.epoch + self.buckets <= self.epoch:
-                    reason = "timeout" if entry.has_init else "no_init"
-                    self._resolve(
-                        "expired", self._outcome(anchor, entry, reason, self.last_batch_id)
-                    )
+                if entry.epoch + self.buckets > self.epoch:
+                    continue
+                if not entry.has_init and anchor in self.resolved:
+                    # an entry opened after the anchor's tombstone window: one outcome only
+                    kind = self.resolved[anchor][0]
+                    self.late.extend((e, kind) for e in entry.events)
+                    del self.pending[anchor]
+                    continue
+                reason = "timeout" if entry.has_init else "no_init"
+                self._resolve("expired", self._outcome(anchor, entry, reason, self.last_batch_id))

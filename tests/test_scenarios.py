@@ -265,6 +265,50 @@ def test_late_ack_after_completion_and_after_expiry(acker: Harness) -> None:
     )
 
 
+def test_an_entry_opened_after_the_tombstone_window_never_gives_its_anchor_a_second_outcome(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    acker: Harness = acker_factory(buckets=2, tombstone_epochs=2)
+    acker.batch(init(A, E1, 0), ack(A, E1, 10))  # completes at epoch 0
+    acker.tick(2)
+    acker.batch(ack(A, E2, 100))  # epoch 2: within the window, late
+    acker.tick()
+    acker.batch(ack(A, E3, 200))  # epoch 3: past the window, opens an entry without init
+    assert acker.pending_ids() == {A}
+    acker.tick(2)  # the entry's no_init expiry at epoch 5 would be A's second outcome
+
+    acker.assert_outcomes(
+        completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=10, events=2, batch=0)]
+    )
+    assert acker.pending_ids() == set()
+    late = acker.table("late_events").select(
+        "anchor_id",
+        "event_type",
+        "xor_value",
+        "outcome",
+        "outcome_batch_id",
+        "batch_id",
+        "tick_epoch",
+    )
+    expected = acker.spark.createDataFrame(
+        [(A, "ack", E2, "completed", 0, 1, None), (A, "ack", E3, "completed", 0, 2, 5)],
+        late.schema,
+    )
+    assert_df_equality(
+        late, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
+    ticks = acker.table("ticks").select("epoch", "expired_no_init", "late_no_init")
+    assert sorted(tuple(row) for row in ticks.collect()) == [
+        (1, 0, 0),
+        (2, 0, 0),
+        (3, 0, 0),
+        (4, 0, 0),
+        (5, 0, 1),
+    ]
+    history = acker.table("pending_history").orderBy("epoch").select("pending_at_end")
+    assert [row[0] for row in history.collect()] == [0, 0, 0, 1, 1, 0]
+
+
 def test_fsshelter_protocol_track_anchor_ok_fail(acker: Harness) -> None:
     # Track (init 0), Anchor for each new tuple id, Ok for each processed tuple.
     t1, t2, t3 = E1, E2, E3

@@ -1,0 +1,31 @@
+-- reborn_entries.sql
+-- What: the entries without init that a run of ticks expires although their anchor already has
+--       an outcome from before the run: an event that came after the anchor's tombstone window
+--       opened a new entry, and no init followed. Per such anchor, its latest earlier outcome.
+--       An anchor gets one outcome, so these never reach `expired`: select_expired.sql marks
+--       them, and select_reborn_late_events.sql writes their events to late_events.
+-- Who runs it: no one alone; a statement includes it by name (pipelines.sql.load_sql), as a
+--       subquery.
+-- Parameters: :pending, :completed, :failed, :expired (tables); :first_epoch and :target, the
+--             epochs the run's first and last ticks make current; :buckets.
+-- Why before :first_epoch: the run's own expired rows (written by an attempt that crashed)
+--     are not earlier outcomes.
+select
+    r.anchor_id,
+    max_by(r.outcome, r.batch_id) as outcome,
+    max_by(r.reason, r.batch_id) as outcome_reason,
+    max(r.batch_id) as outcome_batch_id
+from (
+    select anchor_id, 'completed' as outcome, reason, batch_id, epoch from identifier(:completed)
+    union all
+    select anchor_id, 'failed' as outcome, reason, batch_id, epoch from identifier(:failed)
+    union all
+    select anchor_id, 'expired' as outcome, reason, batch_id, epoch from identifier(:expired)
+) as r
+left semi join identifier(:pending) as p
+    on r.anchor_id = p.anchor_id
+    and p.outcome is null
+    and not p.has_init
+    and p.epoch + :buckets <= :target
+where r.epoch < :first_epoch
+group by r.anchor_id
