@@ -8,7 +8,8 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
@@ -26,6 +27,7 @@ __all__ = [
     "attach_tables",
     "create_tables",
     "missing_tables",
+    "needs_upgraded_tables",
     "table_location",
     "table_property",
     "upgrade_tables",
@@ -142,12 +144,19 @@ def table_property(spark: SparkSession, config: Config, table: str, key: str) ->
 def _create_views(
     spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)
 ) -> None:
-    """Create ``views`` in the order of VIEWS, where a view comes after the views it reads.
-    Tables an older acker made may lack a column a view reads until a writer upgrades them."""
-    try:
+    """Create ``views`` in the order of VIEWS, where a view comes after the views it reads."""
+    with needs_upgraded_tables(spark, config):
         for view, sql_file in VIEWS.items():
             if view in views:
                 run_sql(spark, config, sql_file, view=config.qualified(view))
+
+
+@contextmanager
+def needs_upgraded_tables(spark: SparkSession, config: Config) -> Iterator[None]:
+    """Where a reader's statement fails over tables an older acker made, which lack a column
+    this one reads (a writer adds it as it starts), raise :class:`NotInitialised` naming it."""
+    try:
+        yield
     except AnalysisException:
         missing = _missing_columns(spark, config)
         if not missing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -12,9 +13,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from pipelines import jobs
-from pipelines.errors import CheckpointMismatch
+from pipelines.errors import CheckpointMismatch, NotInitialised
 from pipelines.jobs import _refusal_in
-from pipelines.tables import CHANGE_FEED_PROPERTY
+from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
 from pipelines.workload import WorkloadSpec
 from tests.acker_harness import Harness, ack, init, outcome
 
@@ -110,6 +111,36 @@ def test_rows_appended_before_ack_events_had_its_change_feed_are_applied_as_arri
             outcome(2, "acked", init_ms=3, first_ms=3, last_ms=4, events=2, batch=3 * 2**20),
         ]
     )
+
+
+def test_readers_of_older_tables_are_told_to_upgrade_and_a_tick_upgrades_them(
+    acker: Harness,
+) -> None:
+    """late_events and ticks as an acker made them before a tick could send late events."""
+    spark, config = acker.spark, acker.config
+    older = {
+        "late_events": "anchor_id bigint, event_type string, xor_value bigint, spout_task int, "
+        "source_msg_id string, component string, event_time timestamp, event_id string, "
+        "outcome string, outcome_reason string, outcome_batch_id bigint, batch_id bigint",
+        "ticks": "epoch bigint, ticked_at timestamp, clock string, expired_timeout bigint, "
+        "expired_no_init bigint, last_batch_id bigint",
+    }
+    for table, columns in older.items():
+        spark.sql(f"drop table {config.qualified(table)}")
+        location = table_location(config, table)
+        shutil.rmtree(location, ignore_errors=True)
+        spark.sql(
+            f"create table {config.qualified(table)} ({columns}) using delta location '{location}'"
+        )
+
+    with pytest.raises(NotInitialised, match=r"has no column tick_epoch: .* `acker init`"):
+        jobs.status(spark, config)
+    with pytest.raises(NotInitialised, match=r"has no column tick_epoch"):
+        jobs.open_tables(spark, config)
+    jobs.tick(spark, config)
+    assert spark.table(config.qualified("late_events")).columns[-1] == "tick_epoch"
+    assert spark.table(config.qualified("ticks")).columns[-1] == "late_no_init"
+    assert jobs.status(spark, config).epoch == 1
 
 
 def test_event_time_clock_follows_the_watermark(acker_factory) -> None:  # type: ignore[no-untyped-def]
