@@ -224,3 +224,52 @@ class AckerModel:
                     continue
                 reason = "timeout" if entry.has_init else "no_init"
                 self._resolve("expired", self._outcome(anchor, entry, reason, self.last_batch_id))
+
+
+class EventTimeModel:
+    """The event_time clock over :class:`AckerModel`: each run adds a stream batch to what is
+    held, and applies held events epoch by epoch up to the watermark (the latest held event
+    time less the allowed lateness), each in its own epoch, or in the current epoch if that
+    is already later; a tick between epochs, straight to the next epoch holding events."""
+
+    def __init__(self, interval_s: float, allowed_lateness_s: float, **semantics: object) -> None:
+        self.acker = AckerModel(**semantics)  # type: ignore[arg-type]
+        self.interval_us = round(interval_s * 1_000_000)
+        self.lateness_us = round(allowed_lateness_s * 1_000_000)
+        self.origin_us: int | None = None
+        self.held: list[Event] = []
+        self.batches = 0
+
+    def _epoch_of(self, micros: int) -> int:
+        assert self.origin_us is not None
+        return (micros - self.origin_us) // self.interval_us
+
+    def run(self, events: list[Event]) -> None:
+        self.held += events
+        while self.held:
+            times = [_micros(e.event_time) for e in self.held if e.event_time is not None]
+            if self.origin_us is None:
+                if not times:
+                    return
+                self.origin_us = (min(times) // self.interval_us) * self.interval_us
+            current = self.acker.epoch
+            watermark = self._epoch_of(max(times) - self.lateness_us) if times else current
+            due = [
+                e
+                for e in self.held
+                if e.event_time is None or self._epoch_of(_micros(e.event_time)) <= current
+            ]
+            applied = {id(e) for e in due}
+            self.held = [e for e in self.held if id(e) not in applied]
+            if due:
+                self.acker.batch(self.batches, due)
+                self.batches += 1
+            if current >= watermark:
+                return
+            later = [self._epoch_of(_micros(e.event_time)) for e in self.held if e.event_time]
+            target = min(watermark, max(current + 1, min(later))) if later else watermark
+            self.acker.tick(target - current)
+
+
+def _micros(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1)) // timedelta(microseconds=1)

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from pipelines import jobs
@@ -24,7 +25,9 @@ from tests.acker_harness import (
     init,
     live_arrivals,
     outcome,
+    settled_table,
 )
+from tests.model import AckerModel, EventTimeModel
 
 A, B, C = 11, 22, 33
 E1, E2, E3 = 0x1F2E3D4C5B6A7988, -0x0123456789ABCDEF, 0x7777000011112222
@@ -118,9 +121,15 @@ def test_passes_over_many_epochs_equal_epoch_by_epoch(acker_factory, refresh, re
     for acker in (passes, rule):
         for run in runs:
             acker.batch(*run)
+    model = EventTimeModel(
+        interval_s=10.0, allowed_lateness_s=10.0, buckets=2, tombstone_epochs=2, refresh=refresh
+    )
+    for run in runs:
+        model.run(run)
 
     tables = ["completed", "failed", "expired", "late_events", "pending", "ticks"]
     assert_same_settled_tables(passes, rule, tables)
+    assert_settled_outcomes_equal_the_model(passes, model.acker)
     # The comparison means something: every kind of outcome and late events, over many
     # epochs, and passes that applied several epochs at once.
     status = jobs.status(rule.spark, rule.config)
@@ -131,6 +140,24 @@ def test_passes_over_many_epochs_equal_epoch_by_epoch(acker_factory, refresh, re
     if reborn:  # the run's one stream batch took narrower passes
         assert len(spans) > 1
         assert passes.table("completed").where(F.col("anchor_id") == first.anchor_id).count() >= 1
+
+
+def assert_settled_outcomes_equal_the_model(acker: Harness, model: AckerModel) -> None:
+    """The outcome tables, late events and pending trees equal the model's; batch ids aside,
+    which a pass numbers otherwise than the model's one micro-batch per epoch."""
+    for name, rows in model.outcomes.items():
+        assert_df_equality(
+            settled_table(acker, name),
+            acker.expected(rows).drop("batch_id"),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )
+    late = acker.table("late_events").select("anchor_id", "event_type", "xor_value", "outcome")
+    assert sorted(tuple(row) for row in late.collect()) == sorted(
+        (e.anchor_id, e.event_type, e.xor_value, kind) for e, kind in model.late
+    )
+    assert acker.pending_ids() == set(model.pending)
 
 
 def test_events_beyond_the_allowed_lateness_wait_for_the_watermark(acker_factory) -> None:  # type: ignore[no-untyped-def]
