@@ -2,10 +2,10 @@
 -- What: the entries without init that a run of ticks expires although their anchor already has
 --       an outcome from before the run: an event that came after the anchor's tombstone window
 --       opened a new entry, and no init followed. Per such anchor, its latest earlier outcome.
---       An anchor gets one outcome, so these never reach `expired`: select_expired.sql marks
---       them, and select_reborn_late_events.sql writes their events to late_events.
--- Who runs it: no one alone; a statement includes it by name (pipelines.sql.load_sql), as a
---       subquery.
+--       An anchor gets one outcome, so these never reach `expired`: the tick leaves them out,
+--       and select_reborn_late_events.sql writes their events to late_events.
+-- Who runs it: pipelines.engine.tick, only when the run expires an entry without init (it
+--              reads the outcome tables whole); select_reborn_late_events.sql includes it.
 -- Parameters: :pending, :completed, :failed, :expired (tables); :first_epoch and :target, the
 --             epochs the run's first and last ticks make current; :buckets.
 -- Why before :first_epoch: the run's own expired rows (written by an attempt that crashed)

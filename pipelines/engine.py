@@ -534,19 +534,23 @@ def _tick_to(
         "target": target,
         "buckets": config.acker.buckets,
     }
-    expiring = run_sql(
+    expired = run_sql(
         spark, config, "select_expired", last_batch_id=position.last_batch_id, **run
     ).localCheckpoint()
-    counts = expiring.agg(F.count_if(~F.col("reborn")), F.count_if("reborn")).first()
-    assert counts is not None  # an aggregate without grouping returns one row
-    expired_count, reborn_count = counts
-    if expired_count:
-        expired = expiring.where(~F.col("reborn")).drop("reborn")
+    # An entry without init whose anchor already has an outcome gets no second one: its events
+    # are late. Rare (an event after its tree's tombstone window, and no init after it), and
+    # finding it reads the outcome tables, so only where the run expires an entry without init.
+    reborn = None
+    if not expired.where(F.col("reason") == "no_init").isEmpty():
+        reborn = run_sql(spark, config, "reborn_entries", **run).localCheckpoint()
+        if reborn.isEmpty():
+            reborn = None
+        else:
+            expired = expired.join(reborn.select("anchor_id"), "anchor_id", "left_anti")
+    if not expired.isEmpty():
         append_idempotent(expired, config, "expired", "tick", first_epoch)
         crash_point("tick:expired", target)
-    # An entry without init whose anchor already has an outcome gets no second one: its events
-    # are late (rare: an event after the anchor's tombstone window, and no init after it).
-    if reborn_count:
+    if reborn is not None:
         late = run_sql(spark, config, "select_reborn_late_events", **run)
         append_idempotent(late, config, "late_events", "tick", first_epoch)
     cutoff = target - config.acker.buckets
