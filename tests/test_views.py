@@ -197,10 +197,11 @@ def test_pending_history_rebuilds_the_pending_size_per_epoch(history: Any) -> No
     expected = rows(
         acker.spark,
         pending,
-        # epoch, batches, admitted, resolved, expired timeout, expired no_init, pending at end
-        (0, 1, 2, 0, 0, 0, 2),  # E and F wait
-        (1, 1, 1, 0, 0, 0, 3),  # H joins; D resolves inside its batch, G overflows
-        (2, 0, 0, 0, 1, 1, 1),  # the tick expires E (timeout) and F (no_init)
+        # epoch, batches, admitted, resolved, expired timeout, expired no_init, late no_init,
+        # pending at end
+        (0, 1, 2, 0, 0, 0, 0, 2),  # E and F wait
+        (1, 1, 1, 0, 0, 0, 0, 3),  # H joins; D resolves inside its batch, G overflows
+        (2, 0, 0, 0, 1, 1, 0, 1),  # the tick expires E (timeout) and F (no_init)
     )
     assert_view(pending, expected, ordered=True)
 
