@@ -26,7 +26,7 @@ from pyspark.sql import types as T
 from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
-from pipelines.sql import run_sql
+from pipelines.sql import run_sql, run_sql_figures
 
 __all__ = [
     "BatchResult",
@@ -175,15 +175,17 @@ def interrupted_tick(epoch: int, last_expired_epoch: int | None) -> int | None:
 
 def read_position(spark: SparkSession, config: Config) -> Position:
     """Read the current epoch, the last committed batch and any work left half-done."""
-    row = run_sql(spark, config, "read_position").first()
-    assert row is not None
+    row = run_sql_figures(spark, config, "read_position")
     epoch = int(row["epoch"])
     last_batch_id = int(row["last_batch_id"])
+    last_written = [row["last_expired_epoch"], row["last_late_tick_epoch"]]
     return Position(
         epoch=epoch,
         last_batch_id=last_batch_id,
         started_batch_id=unfinished_batch(spark, config, last_batch_id, row["started_batch_id"]),
-        unfinished_tick=interrupted_tick(epoch, row["last_expired_epoch"]),
+        unfinished_tick=interrupted_tick(
+            epoch, max((e for e in last_written if e is not None), default=None)
+        ),
     )
 
 
@@ -192,10 +194,9 @@ def unfinished_batch(
 ) -> int | None:
     """The micro-batch after ``last_batch_id`` that wrote rows but did not commit, or whose
     ``started`` row an older acker left (``logged_started``); ``None`` if there is none."""
-    row = run_sql(spark, config, "find_unfinished_batch", last_batch_id=last_batch_id).first()
-    assert row is not None  # an aggregate without grouping returns one row
-    found = [batch for batch in (row["started_batch_id"], logged_started) if batch is not None]
-    return max(found, default=None)
+    found = run_sql_figures(spark, config, "find_unfinished_batch", last_batch_id=last_batch_id)
+    written = [batch for batch in (*found.values(), logged_started) if batch is not None]
+    return max(written, default=None)
 
 
 def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, version: int) -> None:
