@@ -95,6 +95,8 @@ class AckerModel:
         self.late: list[tuple[Event, str]] = []
         self.quarantined: list[tuple[Event, str]] = []
         self.duplicates = 0
+        # one row per tick: (epoch, expired_timeout, expired_no_init, late_no_init)
+        self.ticks: list[tuple[int, int, int, int]] = []
 
     def _outcome(self, anchor: int, e: Entry, reason: str, batch_id: int) -> Outcome:
         latency = None
@@ -213,6 +215,8 @@ class AckerModel:
     def tick(self, count: int = 1) -> None:
         for _ in range(count):
             self.epoch += 1
+            expired = {"timeout": 0, "no_init": 0}
+            late_entries = 0
             for anchor, entry in list(self.pending.items()):
                 if entry.epoch + self.buckets > self.epoch:
                     continue
@@ -221,9 +225,12 @@ class AckerModel:
                     kind = self.resolved[anchor][0]
                     self.late.extend((e, kind) for e in entry.events)
                     del self.pending[anchor]
+                    late_entries += 1
                     continue
                 reason = "timeout" if entry.has_init else "no_init"
+                expired[reason] += 1
                 self._resolve("expired", self._outcome(anchor, entry, reason, self.last_batch_id))
+            self.ticks.append((self.epoch, expired["timeout"], expired["no_init"], late_entries))
 
 
 class EventTimeModel:

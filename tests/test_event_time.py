@@ -90,7 +90,7 @@ def test_a_pass_applies_a_backfill_s_epochs_at_once_as_epoch_by_epoch_would(acke
     [("reset", False), ("activity", True)],
     ids=["refresh-reset", "refresh-activity-with-an-anchor-reborn"],
 )
-def test_passes_over_many_epochs_equal_epoch_by_epoch(acker_factory, refresh, reborn) -> None:  # type: ignore[no-untyped-def]
+def test_passes_over_many_epochs_equal_the_model(acker_factory, refresh, reborn) -> None:  # type: ignore[no-untyped-def]
     semantics = {
         "clock": "event_time",
         "tick_interval_s": 10.0,
@@ -117,22 +117,21 @@ def test_passes_over_many_epochs_equal_epoch_by_epoch(acker_factory, refresh, re
         ]
     )
     passes: Harness = acker_factory(**semantics)
-    rule: Harness = acker_factory(**semantics, max_epochs_per_pass=1)
-    for acker in (passes, rule):
-        for run in runs:
-            acker.batch(*run)
     model = EventTimeModel(
         interval_s=10.0, allowed_lateness_s=10.0, buckets=2, tombstone_epochs=2, refresh=refresh
     )
     for run in runs:
+        passes.batch(*run)
         model.run(run)
 
-    tables = ["completed", "failed", "expired", "late_events", "pending", "ticks"]
-    assert_same_settled_tables(passes, rule, tables)
     assert_settled_outcomes_equal_the_model(passes, model.acker)
+    ticks = passes.table("ticks").select(
+        "epoch", "expired_timeout", "expired_no_init", "late_no_init"
+    )
+    assert sorted(tuple(row) for row in ticks.collect()) == model.acker.ticks
     # The comparison means something: every kind of outcome and late events, over many
     # epochs, and passes that applied several epochs at once.
-    status = jobs.status(rule.spark, rule.config)
+    status = jobs.status(passes.spark, passes.config)
     assert min(status.completed, status.failed, status.expired, status.late_events) > 0
     assert status.epoch >= 6
     spans = passes.table("batches").select(F.col("through_epoch") - F.col("epoch")).collect()
@@ -143,8 +142,8 @@ def test_passes_over_many_epochs_equal_epoch_by_epoch(acker_factory, refresh, re
 
 
 def assert_settled_outcomes_equal_the_model(acker: Harness, model: AckerModel) -> None:
-    """The outcome tables, late events and pending trees equal the model's; batch ids aside,
-    which a pass numbers otherwise than the model's one micro-batch per epoch."""
+    """The outcome tables, late events and pending trees' state equal the model's; batch ids
+    aside, which a pass numbers otherwise than the model's one micro-batch per epoch."""
     for name, rows in model.outcomes.items():
         assert_df_equality(
             settled_table(acker, name),
@@ -157,7 +156,12 @@ def assert_settled_outcomes_equal_the_model(acker: Harness, model: AckerModel) -
     assert sorted(tuple(row) for row in late.collect()) == sorted(
         (e.anchor_id, e.event_type, e.xor_value, kind) for e, kind in model.late
     )
-    assert acker.pending_ids() == set(model.pending)
+    state = ["anchor_id", "checksum", "has_init", "failed", "event_count", "epoch"]
+    pending = acker.table("pending").where("outcome is null").select(*state)
+    assert sorted(tuple(row) for row in pending.collect()) == sorted(
+        (anchor, e.checksum, e.has_init, e.failed, e.event_count, e.epoch)
+        for anchor, e in model.pending.items()
+    )
 
 
 def test_events_beyond_the_allowed_lateness_wait_for_the_watermark(acker_factory) -> None:  # type: ignore[no-untyped-def]
