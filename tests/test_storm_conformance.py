@@ -1,0 +1,100 @@
+"""The acker against Storm itself: what Storm 2.8.3's acker executed, recorded by the task hook
+(clients/storm-hook) from real topologies in LocalCluster, replayed tick-exact, must end every
+spout message as Storm's spout was told (see tests/storm_conformance.py for the rule)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+
+from pipelines.ingest import ingest
+from tests.acker_harness import Harness
+from tests.storm_conformance import (
+    RECORDED,
+    SCENARIOS,
+    STORM_SPOUT_SETTINGS,
+    Capture,
+    as_event,
+    build_hook,
+    read_capture,
+    run_topology,
+    side_by_side,
+    storm_verdicts,
+)
+
+
+def replay(acker: Harness, captures: dict[str, Capture]) -> None:
+    """Each micro-batch appended and run, with one `acker tick` between them."""
+    batches = side_by_side(captures)
+    for number, batch in enumerate(batches):
+        if batch:
+            acker.batch(*(as_event(fields) for fields in batch))
+        if number < len(batches) - 1:
+            acker.tick()
+
+
+TABLES = ("completed", "failed", "expired")
+
+
+def acker_verdicts(acker: Harness) -> DataFrame:
+    """Each spout message's outcome, in Storm's words."""
+    completed, failed, expired = (acker.config.qualified(t) for t in TABLES)
+    return acker.spark.sql(
+        f"""
+        select source_msg_id as msg_id, 'completed' as verdict from {completed}
+        union all
+        select source_msg_id, 'failed' from {failed}
+        union all
+        select source_msg_id, 'timeout' from {expired} where source_msg_id is not null
+        """
+    )
+
+
+def storm_said(spark: SparkSession, captures: dict[str, Capture]) -> DataFrame:
+    rows = [
+        (f"{name}/{message}", verdict)
+        for name, capture in captures.items()
+        for message, verdict in storm_verdicts(capture).items()
+    ]
+    return spark.createDataFrame(rows, "msg_id string, verdict string")
+
+
+def assert_agrees_with_storm(acker: Harness, captures: dict[str, Capture]) -> None:
+    assert_df_equality(
+        acker_verdicts(acker),
+        storm_said(acker.spark, captures),
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
+    )
+
+
+def test_the_recorded_captures_end_every_tree_as_storm_did(
+    acker_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    captures = {name: read_capture(RECORDED / name) for name in SCENARIOS}
+    acker = acker_factory(**STORM_SPOUT_SETTINGS)
+    replay(acker, captures)
+    assert_agrees_with_storm(acker, captures)
+
+
+def test_a_live_topology_with_the_hook_ends_every_tree_as_storm_did(
+    acker_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    folder = tmp_path / "hook"
+    classpath = build_hook()
+    run_topology(classpath, "parallel", folder, messages=200, emit_seconds=6, timeout_s=3, seed=99)
+    captures = {"live": read_capture(folder)}
+    assert len(storm_verdicts(captures["live"])) == 200
+
+    as_written = acker_factory()
+    report = ingest(as_written.spark, as_written.config, [folder])
+    assert (report.accepted, report.quarantined) == (len(captures["live"].rows), 0)
+
+    acker = acker_factory(**STORM_SPOUT_SETTINGS)
+    replay(acker, captures)
+    assert_agrees_with_storm(acker, captures)
