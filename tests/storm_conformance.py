@@ -29,7 +29,6 @@ from pipelines.workload import Event
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOK_MODULE = ROOT / "clients" / "storm-hook"
-MAVEN_REPOSITORY = ROOT / ".cache" / "m2"
 RECORDED = ROOT / "tests" / "data" / "storm"
 TOPOLOGY = "org.batchacker.storm.ConformanceTopology"
 
@@ -48,23 +47,10 @@ STORM_SPOUT_SETTINGS = {"buckets": 2, "refresh": "reset"}
 
 
 def build_hook() -> str:
-    """Build the hook and the conformance topology with Maven (downloads cached in
+    """Build the hook and the conformance topology (``./dev hook``: Maven, downloads cached in
     ``.cache/m2``); return the classpath that runs the topology."""
+    subprocess.run([str(ROOT / "dev"), "hook"], check=True)
     target = HOOK_MODULE / "target"
-    subprocess.run(
-        [
-            "mvn",
-            "-B",
-            "-q",
-            f"-Dmaven.repo.local={MAVEN_REPOSITORY}",
-            "package",
-            "dependency:build-classpath",
-            f"-Dmdep.outputFile={target / 'classpath.txt'}",
-            "-Dmdep.includeScope=test",
-        ],
-        cwd=HOOK_MODULE,
-        check=True,
-    )
     dependencies = (target / "classpath.txt").read_text().strip()
     return os.pathsep.join([str(target / "classes"), str(target / "test-classes"), dependencies])
 
