@@ -52,6 +52,7 @@ public class AckEventHook extends BaseTaskHook {
     private RollingJsonLines events;
     private RollingJsonLines ackerLog;
     private long sequence;
+    private final Utf8Line line = new Utf8Line();
     private long formattedMillis = Long.MIN_VALUE;
     private String formattedTime;
     private TopologyContext context;
@@ -108,8 +109,7 @@ public class AckEventHook extends BaseTaskHook {
             case Constants.SYSTEM_TICK_STREAM_ID:
                 events.rollIfDue(now);
                 if (ackerLog != null) {
-                    ackerLog.write("{\"kind\": \"tick\", \"acker_task\": " + taskId + ", \"events_before\": " + sequence
-                        + ", \"at\": \"" + time(now) + "\"}", now);
+                    log(now, "tick", "events_before", sequence);
                     ackerLog.rollIfDue(now);
                 }
                 break;
@@ -123,9 +123,7 @@ public class AckEventHook extends BaseTaskHook {
         if (ackerLog != null) {
             String verdict = verdict(info.stream);
             if (verdict != null) {
-                long now = System.currentTimeMillis();
-                ackerLog.write("{\"kind\": \"" + verdict + "\", \"acker_task\": " + taskId + ", \"anchor_id\": "
-                    + info.values.get(0) + ", \"at\": \"" + time(now) + "\"}", now);
+                log(System.currentTimeMillis(), verdict, "anchor_id", (Long) info.values.get(0));
             }
         } else if (messageField != null) {
             rememberMessageKey(info.stream, info.values);
@@ -159,24 +157,27 @@ public class AckEventHook extends BaseTaskHook {
     }
 
     private void write(long now, long anchor, String type, Long xor, Integer spoutTask, String messageKey, Tuple tuple) {
-        StringBuilder row = new StringBuilder(224)
-            .append("{\"anchor_id\": ").append(anchor)
-            .append(", \"event_type\": \"").append(type).append('"');
+        Utf8Line row = line.clear().ascii("{\"anchor_id\": ").number(anchor)
+            .ascii(", \"event_type\": \"").ascii(type).ascii("\"");
         if (xor != null) {
-            row.append(", \"xor_value\": ").append(xor.longValue());
+            row.ascii(", \"xor_value\": ").number(xor);
         }
         if (spoutTask != null) {
-            row.append(", \"spout_task\": ").append(spoutTask.intValue());
+            row.ascii(", \"spout_task\": ").number(spoutTask);
         }
         if (messageKey != null) {
-            row.append(", \"source_msg_id\": ");
-            quote(row, messageKey);
+            row.ascii(", \"source_msg_id\": ").quoted(messageKey);
         }
-        row.append(", \"component\": ");
-        quote(row, tuple.getSourceComponent());
-        row.append(", \"event_time\": \"").append(time(now))
-            .append("\", \"event_id\": \"").append(taskId).append('-').append(++sequence).append("\"}");
-        events.write(row.toString(), now);
+        row.ascii(", \"component\": ").quoted(tuple.getSourceComponent())
+            .ascii(", \"event_time\": \"").ascii(time(now))
+            .ascii("\", \"event_id\": \"").number(taskId).ascii("-").number(++sequence).ascii("\"}");
+        events.write(row, now);
+    }
+
+    private void log(long now, String kind, String field, long value) {
+        ackerLog.write(line.clear().ascii("{\"kind\": \"").ascii(kind).ascii("\", \"acker_task\": ").number(taskId)
+            .ascii(", \"").ascii(field).ascii("\": ").number(value)
+            .ascii(", \"at\": \"").ascii(time(now)).ascii("\"}"), now);
     }
 
     private static String verdict(String stream) {
@@ -196,21 +197,6 @@ public class AckEventHook extends BaseTaskHook {
             formattedTime = EVENT_TIME.format(Instant.ofEpochMilli(millis));
         }
         return formattedTime;
-    }
-
-    private static void quote(StringBuilder out, String text) {
-        out.append('"');
-        for (int i = 0; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        out.append('"');
     }
 
     private static long number(Map<String, Object> conf, String key, long fallback) {

@@ -1,12 +1,11 @@
 package org.batchacker.storm;
 
-import java.io.BufferedWriter;
+import java.io.BufferedOutputStream;
 import java.io.Closeable;
 import java.io.IOException;
-import java.io.OutputStreamWriter;
+import java.io.OutputStream;
 import java.io.RandomAccessFile;
 import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -30,7 +29,7 @@ final class RollingJsonLines implements Closeable {
     private final String prefix;
     private final long rollBytes;
     private final long rollMillis;
-    private BufferedWriter writer;
+    private OutputStream writer;
     private Path current;
     private long bytes;
     private long openedAt;
@@ -49,14 +48,14 @@ final class RollingJsonLines implements Closeable {
         }
     }
 
-    /** Append one line (without its newline); close the file first if it is due. */
-    synchronized void write(String line, long nowMillis) {
+    /** Append one line (UTF-8, without its newline); close the file first if it is due. */
+    synchronized void write(Utf8Line line, long nowMillis) {
         rollIfDue(nowMillis);
         try {
             if (writer == null) {
                 open(nowMillis);
             }
-            writer.write(line);
+            line.writeTo(writer);
             writer.write('\n');
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write " + current, e);
@@ -82,8 +81,7 @@ final class RollingJsonLines implements Closeable {
         sequence++;
         String name = prefix + "-" + STAMP.format(Instant.ofEpochMilli(nowMillis)) + "-" + sequence;
         current = folder.resolve("." + name + ".jsonl" + IN_PROGRESS);
-        writer = new BufferedWriter(
-            new OutputStreamWriter(Files.newOutputStream(current), StandardCharsets.UTF_8), 1 << 16);
+        writer = new BufferedOutputStream(Files.newOutputStream(current), 1 << 16);
         bytes = 0;
         openedAt = nowMillis;
     }

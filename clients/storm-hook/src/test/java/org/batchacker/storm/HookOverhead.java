@@ -1,5 +1,7 @@
 package org.batchacker.storm;
 
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -10,6 +12,7 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.storm.Config;
 import org.apache.storm.LocalCluster;
+import org.apache.storm.generated.KillOptions;
 import org.apache.storm.spout.SpoutOutputCollector;
 import org.apache.storm.task.TopologyContext;
 import org.apache.storm.topology.OutputFieldsDeclarer;
@@ -47,14 +50,18 @@ public final class HookOverhead {
                     long before = ACKED.get();
                     Thread.sleep(seconds * 1000L);
                     double rate = (ACKED.get() - before) / (double) seconds;
-                    cluster.killTopology(name);
+                    KillOptions now = new KillOptions();
+                    now.set_wait_secs(0);
+                    cluster.killTopologyWithOpts(name, now);
                     (hooked ? hookedRates : plain).add(rate);
                     System.out.printf("hook-overhead turn %d, %s: %.0f messages acked/s%n",
                         turn, hooked ? "with the hook" : "without", rate);
                     Thread.sleep(5_000);
+                    deleteFiles(folder);
                 }
             }
         }
+        Files.delete(folder);
         double without = median(plain);
         double with = median(hookedRates);
         String summary = String.format(
@@ -66,6 +73,15 @@ public final class HookOverhead {
                 + " \"acked_per_s_with_hook\": %.0f, \"with_over_without\": %.3f}%n",
             turns, seconds, without, with, with / without));
         System.exit(0);
+    }
+
+    /** The hook writes over 100 MB/s here: keep only one turn's files on disk. */
+    private static void deleteFiles(Path folder) throws IOException {
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(folder)) {
+            for (Path file : files) {
+                Files.delete(file);
+            }
+        }
     }
 
     private static double median(List<Double> values) {
