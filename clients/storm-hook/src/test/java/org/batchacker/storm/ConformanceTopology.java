@@ -36,8 +36,8 @@ import org.apache.storm.utils.TupleUtils;
  * anchored to each input; {@code join} emits one tuple anchored to two inputs (multi-anchoring)
  * and acks both; {@code sink} acks. Each message's fate is drawn from the seed and its id:
  * in {@code split} it may be failed ({@code collector.fail}), never acked, or held with
- * {@code resetTimeout} once a second for 2.5 message timeouts and then acked; in {@code sink} a
- * child may be failed. The scenario sets the odds, and {@code parallel} also runs two ackers,
+ * {@code resetTimeout} once a second for 2.5 message timeouts and then acked, or acked without a
+ * reset 0.5 to 3.5 timeouts later; in {@code sink} a child may be failed. The scenario sets the odds, and {@code parallel} also runs two ackers,
  * two spout tasks and two tasks of each bolt (fields grouping on the message id into
  * {@code split}, shuffle after it).
  *
@@ -45,21 +45,24 @@ import org.apache.storm.utils.TupleUtils;
  */
 public final class ConformanceTopology {
     enum Scenario {
-        CHAIN(0, 0, 0, 0),
-        FAIL(0.12, 0, 0, 0.06),
-        TIMEOUT(0, 0.15, 0, 0),
-        RESET(0, 0, 0.15, 0),
-        PARALLEL(0.06, 0.06, 0.06, 0.03);
+        CHAIN(0, 0, 0, 0, 0),
+        FAIL(0.12, 0, 0, 0, 0.06),
+        TIMEOUT(0, 0.15, 0, 0, 0),
+        RESET(0, 0, 0.15, 0, 0),
+        SLOW(0, 0, 0, 0.3, 0),
+        PARALLEL(0.06, 0.06, 0.06, 0, 0.03);
 
         final double failInSplit;
         final double neverAcked;
         final double held;
+        final double slow;
         final double failInSink;
 
-        Scenario(double failInSplit, double neverAcked, double held, double failInSink) {
+        Scenario(double failInSplit, double neverAcked, double held, double slow, double failInSink) {
             this.failInSplit = failInSplit;
             this.neverAcked = neverAcked;
             this.held = held;
+            this.slow = slow;
             this.failInSink = failInSink;
         }
     }
@@ -198,6 +201,7 @@ public final class ConformanceTopology {
         private final int timeoutSeconds;
         private OutputCollector collector;
         private final Map<Tuple, Long> held = new HashMap<>();
+        private final Map<Tuple, Long> slow = new HashMap<>();
 
         Split(Scenario scenario, long seed, int timeoutSeconds) {
             this.scenario = scenario;
@@ -223,6 +227,13 @@ public final class ConformanceTopology {
                         collector.resetTimeout(entry.getKey());
                     }
                 }
+                for (Iterator<Map.Entry<Tuple, Long>> it = slow.entrySet().iterator(); it.hasNext(); ) {
+                    Map.Entry<Tuple, Long> entry = it.next();
+                    if (now >= entry.getValue()) {
+                        collector.ack(entry.getKey());
+                        it.remove();
+                    }
+                }
                 return;
             }
             String msgId = input.getStringByField("msg_id");
@@ -237,6 +248,10 @@ public final class ConformanceTopology {
                 return;
             } else if (fate < scenario.failInSplit + scenario.neverAcked + scenario.held) {
                 held.put(input, now + timeoutSeconds * 2500L);
+            } else if (fate < scenario.failInSplit + scenario.neverAcked + scenario.held + scenario.slow) {
+                // Acked, without a reset, half a timeout to three and a half later: around the
+                // spout's timeout (its second tick) and the acker's (its third).
+                slow.put(input, now + (long) (timeoutSeconds * 1000L * (0.5 + 3 * draw(seed, msgId, 4))));
             } else {
                 collector.ack(input);
             }
