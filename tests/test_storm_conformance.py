@@ -5,6 +5,7 @@ tests/storm_conformance.py for the rule)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,12 +103,27 @@ def test_the_recorded_captures_end_every_tree_as_storm_did(
     assert_agrees_with_storm(acker, captures, verdicts)
 
 
+def assert_a_dead_workers_file_is_published_whole(classpath: str, folder: Path) -> None:
+    """What an acker task that starts again does with the hidden file a dead worker left."""
+    folder.mkdir()
+    whole = '{"anchor_id": 1, "event_type": "ack", "xor_value": 5}\n' * 2
+    hidden = folder / ".ack-events-t-task1-20260101T000000000-1.jsonl.inprogress"
+    hidden.write_text(whole + '{"anchor_id": 1, "event_ty')
+    java = ["java", "-cp", classpath, "org.batchacker.storm.PublishLeftovers"]
+    subprocess.run([*java, str(folder), "ack-events-t-task1"], check=True)
+    assert [p.name for p in folder.iterdir()] == ["ack-events-t-task1-20260101T000000000-1.jsonl"]
+    assert (folder / "ack-events-t-task1-20260101T000000000-1.jsonl").read_text() == whole
+
+
 def test_a_live_topology_with_the_hook_ends_every_tree_as_storm_did(
     acker_factory,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
+    """The hook as a user builds it: first what it does with a dead worker's file, then a
+    topology it watches for 20 s."""
     folder = tmp_path / "hook"
     classpath = build_hook()
+    assert_a_dead_workers_file_is_published_whole(classpath, tmp_path / "left")
     run_topology(classpath, "parallel", folder, messages=200, emit_seconds=6, timeout_s=3, seed=99)
     captures = {"live": read_capture(folder)}
     assert len(captures["live"].spout) == 200  # every message had its callback
