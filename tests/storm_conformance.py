@@ -8,11 +8,11 @@ before it, and each verdict the acker sent a spout) and the spout's ``_spout-ver
 ``python -m tests.storm_conformance record``.
 
 The replay is tick-exact: the rows each acker task executed between its k-th and k+1-th tick
-are micro-batch k (each as a file through ``acker ingest``), and each tick is one
-``acker tick`` under the manual clock. Storm's verdict on a message is its spout's: ``ack``
-is ``completed``; ``fail`` is ``failed`` when the acker had sent the spout a fail for the
-tree before it, else ``timeout`` (the spout's own pending map expired it). Storm's acker's own
-verdict: the ack or fail it sent the spout, else ``timeout`` (it dropped the entry).
+are micro-batch k, and each tick is one ``acker tick`` under the manual clock. Storm's verdict
+on a message is its spout's: ``ack`` is ``completed``; ``fail`` is ``failed`` when the acker had
+sent the spout a fail for the tree before it, else ``timeout`` (the spout's own pending map
+expired it). Storm's acker's own verdict: the ack or fail it sent the spout, else ``timeout``
+(it dropped the entry).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def storm_verdicts(capture: Capture) -> dict[str, str]:
     """Each spout message's verdict: completed, failed or timeout (see the module doc), but
     for a message its spout timed out and its acker then completed: the spout's ticks come from
     its own timer, which no hook sees, so whether the replay's tick (the acker's) comes before
-    the completion or after it cannot be told (see ``spout_gave_up_first``)."""
+    the completion or after it cannot be told."""
     roots = _roots(capture)
     verdicts = {}
     for message, (callback, at) in capture.spout.items():
@@ -171,16 +171,6 @@ def storm_verdicts(capture: Capture) -> dict[str, str]:
             sent = capture.acker_failed.get(roots.get(message, 0))
             verdicts[message] = "failed" if sent is not None and sent <= at else "timeout"
     return verdicts
-
-
-def spout_gave_up_first(capture: Capture) -> int:
-    """How many messages the spout timed out whose tree its acker completed later."""
-    roots = _roots(capture)
-    return sum(
-        1
-        for message, (callback, _) in capture.spout.items()
-        if callback == "failed" and roots.get(message) in capture.acker_acked
-    )
 
 
 def storm_acker_verdicts(capture: Capture) -> dict[str, str]:

@@ -43,12 +43,12 @@ def replay(acker: Harness, captures: dict[str, Capture]) -> None:
             acker.tick()
 
 
-TABLES = ("completed", "failed", "expired")
+OUTCOME_TABLES = ("completed", "failed", "expired")
 
 
 def acker_verdicts(acker: Harness) -> DataFrame:
     """Each spout message's outcome, in Storm's words."""
-    completed, failed, expired = (acker.config.qualified(t) for t in TABLES)
+    completed, failed, expired = (acker.config.qualified(t) for t in OUTCOME_TABLES)
     return acker.spark.sql(
         f"""
         select source_msg_id as msg_id, 'completed' as verdict from {completed}

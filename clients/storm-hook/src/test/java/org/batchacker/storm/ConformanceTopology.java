@@ -200,8 +200,10 @@ public final class ConformanceTopology {
         private final long seed;
         private final int timeoutSeconds;
         private OutputCollector collector;
-        private final Map<Tuple, Long> held = new HashMap<>();
-        private final Map<Tuple, Long> slow = new HashMap<>();
+        private final Map<Tuple, Hold> held = new HashMap<>();
+
+        /** A tuple acked at {@code releaseAt}; until then, with {@code resets}, reset each tick. */
+        private record Hold(long releaseAt, boolean resets) {}
 
         Split(Scenario scenario, long seed, int timeoutSeconds) {
             this.scenario = scenario;
@@ -218,20 +220,13 @@ public final class ConformanceTopology {
         public void execute(Tuple input) {
             long now = System.currentTimeMillis();
             if (TupleUtils.isTick(input)) {
-                for (Iterator<Map.Entry<Tuple, Long>> it = held.entrySet().iterator(); it.hasNext(); ) {
-                    Map.Entry<Tuple, Long> entry = it.next();
-                    if (now >= entry.getValue()) {
+                for (Iterator<Map.Entry<Tuple, Hold>> it = held.entrySet().iterator(); it.hasNext(); ) {
+                    Map.Entry<Tuple, Hold> entry = it.next();
+                    if (now >= entry.getValue().releaseAt()) {
                         collector.ack(entry.getKey());
                         it.remove();
-                    } else {
+                    } else if (entry.getValue().resets()) {
                         collector.resetTimeout(entry.getKey());
-                    }
-                }
-                for (Iterator<Map.Entry<Tuple, Long>> it = slow.entrySet().iterator(); it.hasNext(); ) {
-                    Map.Entry<Tuple, Long> entry = it.next();
-                    if (now >= entry.getValue()) {
-                        collector.ack(entry.getKey());
-                        it.remove();
                     }
                 }
                 return;
@@ -247,11 +242,12 @@ public final class ConformanceTopology {
             } else if (fate < scenario.failInSplit + scenario.neverAcked) {
                 return;
             } else if (fate < scenario.failInSplit + scenario.neverAcked + scenario.held) {
-                held.put(input, now + timeoutSeconds * 2500L);
+                held.put(input, new Hold(now + timeoutSeconds * 2500L, true));
             } else if (fate < scenario.failInSplit + scenario.neverAcked + scenario.held + scenario.slow) {
                 // Acked, without a reset, half a timeout to three and a half later: around the
                 // spout's timeout (its second tick) and the acker's (its third).
-                slow.put(input, now + (long) (timeoutSeconds * 1000L * (0.5 + 3 * draw(seed, msgId, 4))));
+                long delay = (long) (timeoutSeconds * 1000L * (0.5 + 3 * draw(seed, msgId, 4)));
+                held.put(input, new Hold(now + delay, false));
             } else {
                 collector.ack(input);
             }
