@@ -18,7 +18,6 @@ expired it). Storm's acker's own verdict: the ack or fail it sent the spout, els
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -54,9 +53,7 @@ def build_hook() -> str:
     """Build the hook and the conformance topology (``./dev hook``: Maven, downloads cached in
     ``.cache/m2``); return the classpath that runs the topology."""
     subprocess.run([str(ROOT / "dev"), "hook"], check=True)
-    target = HOOK_MODULE / "target"
-    dependencies = (target / "classpath.txt").read_text().strip()
-    return os.pathsep.join([str(target / "classes"), str(target / "test-classes"), dependencies])
+    return (HOOK_MODULE / "target" / "run-classpath.txt").read_text().strip()
 
 
 def run_topology(
