@@ -118,10 +118,15 @@ def init(spark: SparkSession, config: Config) -> list[str]:
         return create_tables(spark, config)
 
 
-def open_tables(spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)) -> None:
-    """Attach an existing warehouse with ``views`` (by default all), or stop with a clear
-    message if it was never initialised."""
-    missing = attach_tables(spark, config, views)
+def open_tables(
+    spark: SparkSession,
+    config: Config,
+    views: Collection[str] = tuple(VIEWS),
+    tables: Collection[str] = tuple(TABLES),
+) -> None:
+    """Attach an existing warehouse with ``tables`` and ``views`` (by default all), or stop with
+    a clear message if it was never initialised."""
+    missing = attach_tables(spark, config, views, tables)
     if missing:
         raise NotInitialised(
             f"warehouse {config.warehouse.path} has no table {config.qualified(missing[0])}: "

@@ -30,6 +30,7 @@ __all__ = [
     "VIEWS",
     "load_sql",
     "quoted_table",
+    "relations_read",
     "run_sql",
     "run_sql_figures",
     "split_statements",
@@ -63,6 +64,27 @@ VIEWS: dict[str, str] = {
     "tree_events": "create_tree_events_view",
     "pending_history": "create_pending_history_view",
 }
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _names_in(text: str) -> set[str]:
+    return {word.lower() for word in _WORD.findall(text)}
+
+
+def relations_read(query: str) -> set[str]:
+    """The acker's tables and views that ``query`` may read: those it names, and what those
+    views read in turn. A name anywhere in the text counts (in a comment too), so the set may
+    hold more than the query reads, never less."""
+    views = list(VIEWS)
+    named = _names_in(query) & (TABLES.keys() | VIEWS.keys())
+    # A view reads tables and the views before it: one pass from the last view back suffices.
+    for position in reversed(range(len(views))):
+        if views[position] in named:
+            text = _COMMENT.sub("", load_sql(VIEWS[views[position]]))
+            named |= _names_in(text) & (TABLES.keys() | set(views[:position]))
+    return named
+
 
 # A comment, a quoted string or a quoted identifier: text that is left as it is.
 _LEXEME = r"--[^\n]*|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`"

@@ -58,11 +58,14 @@ def _use_schema(spark: SparkSession, config: Config) -> None:
 
 
 def attach_tables(
-    spark: SparkSession, config: Config, views: Collection[str] = tuple(VIEWS)
+    spark: SparkSession,
+    config: Config,
+    views: Collection[str] = tuple(VIEWS),
+    tables: Collection[str] = tuple(TABLES),
 ) -> list[str]:
-    """Register the warehouse's existing tables in this session, and ``views`` over them (jobs
-    that only write read none: 7 statements spared); return the acker tables still missing
-    (none once the warehouse is initialised)."""
+    """Register ``tables`` (by default all) of the warehouse in this session, and ``views`` over
+    them (jobs that only write read none: 7 statements spared); return the acker tables still
+    missing (none once the warehouse is initialised), whether registered or not."""
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
@@ -74,16 +77,20 @@ def attach_tables(
             literals={"location": location},
             schema=config.qualified_schema,
         )
-    for table in TABLES:
+    for table in tables:
         name = config.qualified(table)
-        folder = table_location(config, table)
-        if not spark.catalog.tableExists(name) and (folder / "_delta_log").is_dir():
-            spark.catalog.createTable(name, path=str(folder), source="delta")
+        if _has_log(config, table) and not spark.catalog.tableExists(name):
+            spark.catalog.createTable(name, path=str(table_location(config, table)), source="delta")
     _use_schema(spark, config)
     missing = missing_tables(spark, config)
     if not missing:
         _create_views(spark, config, views)
     return missing
+
+
+def _has_log(config: Config, table: str) -> bool:
+    """Whether a local warehouse holds ``table`` as a Delta folder (registered or not)."""
+    return not config.warehouse.catalog and (table_location(config, table) / "_delta_log").is_dir()
 
 
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
@@ -169,5 +176,9 @@ def needs_upgraded_tables(spark: SparkSession, config: Config) -> Iterator[None]
 
 
 def missing_tables(spark: SparkSession, config: Config) -> list[str]:
-    """The acker tables this session's catalog does not know."""
-    return [table for table in TABLES if not spark.catalog.tableExists(config.qualified(table))]
+    """The acker tables neither this session's catalog knows nor a local warehouse holds."""
+    return [
+        table
+        for table in TABLES
+        if not _has_log(config, table) and not spark.catalog.tableExists(config.qualified(table))
+    ]

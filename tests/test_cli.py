@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ import pytest
 from pipelines.class_data import archive_path
 from pipelines.cli import main
 from pipelines.jars import ensure_delta_jars
+from pipelines.sql import TABLES, VIEWS
+from pipelines.tables import schema_location
+from tests.acker_harness import Harness, ack, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
 
@@ -149,9 +153,44 @@ def test_uninitialised_warehouse_is_a_one_line_error(
     spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:  # type: ignore[no-untyped-def]
     conf = str(write_conf(tmp_path))
-    assert main(["status", "--conf", conf]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "run `acker init` first" in err[0]
+    for argv in (["status"], ["sql", "select 1"]):
+        assert main([*argv, "--conf", conf]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "run `acker init` first" in err[0]
+
+
+def test_sql_attaches_only_the_tables_and_views_its_query_reads(
+    acker_factory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    built: Harness = acker_factory()
+    built.batch(init(A, 6, 0), ack(A, 6, 10), init(B, 5, 0), fail(B, 20))
+    # The same warehouse under a schema name this session has never attached.
+    config = make_config(tmp_path / "copy")
+    shutil.copytree(built.config.warehouse_path, config.warehouse_path)
+    (config.warehouse_path / f"{built.config.warehouse.schema}.db").rename(schema_location(config))
+    conf = str(write_harness_conf(config, tmp_path / "copy.toml"))
+
+    def attached() -> set[str]:
+        names = [*TABLES, *VIEWS]
+        return {name for name in names if built.spark.catalog.tableExists(config.qualified(name))}
+
+    assert acker(capsys, "sql", "--conf", conf, "--format", "csv", "select 1 as one") == "one\n1\n"
+    assert attached() == set()
+    out = acker(capsys, "sql", "--conf", conf, "--format", "csv", "select * from replay_queue")
+    assert [row[:5] for row in csv.reader(io.StringIO(out))] == [
+        ["spout_task", "source_msg_id", "anchor_id", "outcome", "reason"],
+        ["1", f"m{B}", str(B), "failed", "fail"],
+    ]
+    assert attached() == {
+        "completed",
+        "failed",
+        "expired",
+        "late_events",
+        "outcomes",
+        "replay_queue",
+    }
 
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
