@@ -37,9 +37,9 @@ import org.apache.storm.utils.TupleUtils;
  * and acks both; {@code sink} acks. Each message's fate is drawn from the seed and its id:
  * in {@code split} it may be failed ({@code collector.fail}), never acked, or held with
  * {@code resetTimeout} once a second for 2.5 message timeouts and then acked, or acked without a
- * reset 0.5 to 3.5 timeouts later; in {@code sink} a child may be failed. The scenario sets the odds, and {@code parallel} also runs two ackers,
- * two spout tasks and two tasks of each bolt (fields grouping on the message id into
- * {@code split}, shuffle after it).
+ * reset 0.5 to 3.5 timeouts later; in {@code sink} a child may be failed. The scenario sets the
+ * odds, and {@code parallel} also runs two ackers, two spout tasks and two tasks of each bolt
+ * (fields grouping on the message id into {@code split}, shuffle after it).
  *
  * <p>Usage: {@code ConformanceTopology SCENARIO FOLDER MESSAGES EMIT_SECONDS TIMEOUT_SECONDS SEED}.
  */
