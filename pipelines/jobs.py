@@ -39,7 +39,7 @@ from pipelines.errors import (
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
 from pipelines.session import is_connect
-from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql_figures
+from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sql_figures
 from pipelines.staging import (
     SLICE_SPAN,
     STAGED_CLOCKS,
@@ -469,13 +469,9 @@ def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult
         return engine.tick(spark, config, count)
 
 
-# The views summarize_status.sql reads (outcomes, through replay_queue).
-_STATUS_VIEWS = ("outcomes", "replay_queue", "stuck_trees")
-
-
 def status(spark: SparkSession, config: Config) -> Status:
     """Headline numbers: epoch, last committed batch, pending and outcome counts."""
-    open_tables(spark, config, views=_STATUS_VIEWS)
+    open_tables(spark, config, views=relations_read_by("summarize_status") & VIEWS.keys())
     # The position's two statements depend on each other; beside the figures' statements
     # rather than after them (a cold probe on the demo warehouse: 10.4 s against 11.8 s).
     with needs_upgraded_tables(spark, config), ThreadPoolExecutor(1) as beside:

@@ -31,6 +31,7 @@ __all__ = [
     "load_sql",
     "quoted_table",
     "relations_read",
+    "relations_read_by",
     "run_sql",
     "run_sql_figures",
     "split_statements",
@@ -81,9 +82,19 @@ def relations_read(query: str) -> set[str]:
     # A view reads tables and the views before it: one pass from the last view back suffices.
     for position in reversed(range(len(views))):
         if views[position] in named:
-            text = _COMMENT.sub("", load_sql(VIEWS[views[position]]))
-            named |= _names_in(text) & (TABLES.keys() | set(views[:position]))
+            code = _code_of(VIEWS[views[position]])
+            named |= _names_in(code) & (TABLES.keys() | set(views[:position]))
     return named
+
+
+def relations_read_by(name: str) -> set[str]:
+    """The acker's tables and views that ``acker_sql/<name>.sql`` reads (its comments, which
+    name others, left out)."""
+    return relations_read(_code_of(name))
+
+
+def _code_of(name: str) -> str:
+    return _COMMENT.sub("", load_sql(name))
 
 
 # A comment, a quoted string or a quoted identifier: text that is left as it is.

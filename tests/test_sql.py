@@ -1,10 +1,11 @@
-"""The SQL loader's own logic: how a file of several statements is split."""
+"""The SQL loader's own logic: how a file of several statements is split, and which of the
+acker's tables and views a query reads."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.sql import load_sql, split_statements
+from pipelines.sql import load_sql, relations_read, relations_read_by, split_statements
 
 
 @pytest.mark.fast
@@ -30,3 +31,34 @@ def test_the_acker_and_the_views_include_the_one_input_contract() -> None:
     for name in ("classify_batch_events", "create_tree_events_view", "create_outcome_summary_view"):
         text = load_sql(name)
         assert rule in text and "{{include" not in text, name
+
+
+@pytest.mark.fast
+def test_a_query_reads_the_relations_it_names_and_what_their_views_read() -> None:
+    assert relations_read("select 1") == set()
+    assert relations_read("select count(*) from acker.PENDING -- and `ticks`") == {
+        "pending",
+        "ticks",
+    }
+    assert relations_read("select * from replay_queue") == {
+        "replay_queue",
+        "outcomes",
+        "completed",
+        "failed",
+        "expired",
+        "late_events",
+    }
+    # status's figures: their comments name the latency view, which they do not read
+    assert relations_read_by("summarize_status") == {
+        "replay_queue",
+        "stuck_trees",
+        "outcomes",
+        "completed",
+        "failed",
+        "expired",
+        "late_events",
+        "pending",
+        "ticks",
+        "quarantine",
+        "ack_events",
+    }
