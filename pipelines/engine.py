@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -26,7 +27,8 @@ from pyspark.sql import types as T
 from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
-from pipelines.sql import run_sql, run_sql_figures
+from pipelines.sql import relations_read_by, run_sql, run_sql_figures
+from pipelines.tables import LogHeads, log_heads, schema_location
 
 __all__ = [
     "BatchResult",
@@ -173,8 +175,42 @@ def interrupted_tick(epoch: int, last_expired_epoch: int | None) -> int | None:
     return None
 
 
+# Where the acker stood when its tables' logs had these heads, as this process last read or
+# left it, by schema folder: a run or tick that follows the writer's own last writes finds the
+# heads unmoved and skips reading the position again (nine statements, 1.2-1.7 s).
+_known_positions: dict[str, tuple[LogHeads, Position]] = {}
+
+
+@cache
+def _position_tables() -> tuple[str, ...]:
+    return tuple(
+        sorted(relations_read_by("read_position") | relations_read_by("find_unfinished_batch"))
+    )
+
+
 def read_position(spark: SparkSession, config: Config) -> Position:
     """Read the current epoch, the last committed batch and any work left half-done."""
+    heads = log_heads(config, _position_tables())
+    known = _known_positions.get(str(schema_location(config)))
+    if heads is not None and known is not None and known[0] == heads:
+        return known[1]
+    position = _read_position_rows(spark, config)
+    # Kept with the heads from before the read: a commit during it makes the next read miss.
+    if heads is not None:
+        _known_positions[str(schema_location(config))] = (heads, position)
+    return position
+
+
+def _remember_position(config: Config, position: Position) -> None:
+    """Note ``position`` as where the acker stands after the writer's last write. The writer
+    holds the writer lock; the only other writer of these tables, ingest, adds quarantine rows
+    without a batch id, which do not move the position."""
+    heads = log_heads(config, _position_tables())
+    if heads is not None:
+        _known_positions[str(schema_location(config))] = (heads, position)
+
+
+def _read_position_rows(spark: SparkSession, config: Config) -> Position:
     row = run_sql_figures(spark, config, "read_position")
     epoch = int(row["epoch"])
     last_batch_id = int(row["last_batch_id"])
@@ -468,6 +504,7 @@ def process_batch(
     )
     _log_batch(spark, config, result, replace=again)
     crash_point("batch:committed", batch_id)
+    _remember_position(config, position_after(result))
     _drop_batch_views(spark)
     return result
 
@@ -515,6 +552,7 @@ def tick(
         position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
     if target > position.epoch:
         results += _tick_to(spark, config, position, target, clock, scale)
+    _remember_position(config, replace(position, epoch=max(position.epoch, target)))
     return results
 
 

@@ -8,6 +8,8 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +88,35 @@ def attach_tables(
     if not missing:
         _create_views(spark, config, views)
     return missing
+
+
+LogHeads = tuple[tuple[str, int, int], ...]
+
+_COMMIT_FILE = re.compile(r"\d{20}\.json")
+
+
+def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
+    """The newest commit file of each of ``tables``' Delta logs (its name, inode and change
+    time), which every commit to the table replaces; ``None`` where a log is not a local folder
+    this process reads: a catalog's tables, a remote Spark Connect server's, a missing table."""
+    if config.warehouse.catalog or config.spark.remote.startswith("sc://"):
+        return None
+    heads = []
+    for table in tables:
+        try:
+            with os.scandir(table_location(config, table) / "_delta_log") as log:
+                newest = max(
+                    (entry for entry in log if _COMMIT_FILE.fullmatch(entry.name)),
+                    key=lambda entry: entry.name,
+                    default=None,
+                )
+        except FileNotFoundError:
+            return None
+        if newest is None:
+            return None
+        stat = newest.stat()
+        heads.append((newest.name, stat.st_ino, stat.st_mtime_ns))
+    return tuple(heads)
 
 
 def _has_log(config: Config, table: str) -> bool:

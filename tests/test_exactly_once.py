@@ -7,17 +7,20 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.cli import main
-from pipelines.engine import BATCHES_SCHEMA, process_batch, read_position
+from pipelines.engine import BATCHES_SCHEMA, Position, process_batch, read_position
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict, WriterBusy
 from pipelines.lock import lock_path
+from pipelines.tables import attach_tables, schema_location
 from pipelines.workload import Event
 from tests.acker_harness import (
     WALL_CLOCK_COLUMNS,
@@ -28,6 +31,7 @@ from tests.acker_harness import (
     outcome,
     write_conf,
 )
+from tests.conftest import make_config
 
 A, B, C, D, G = 11, 22, 33, 44, 77
 E1, E2, E3, E4, E5 = 0x51F0E1D2C3B4A596, -0x3A2B1C0D4E5F6071, 0x0F1E2D3C4B5A6978, -77, 0x4242
@@ -130,6 +134,26 @@ def test_a_started_row_an_older_acker_left_still_marks_its_batch_half_done(acker
     with pytest.raises(InterruptedWork, match="micro-batch 1 was interrupted"):
         acker.tick()
     assert acker.pending_ids() == {A}
+
+
+def test_the_position_the_writer_carries_is_what_the_tables_say_until_another_commit(
+    acker: Harness, tmp_path: Path
+) -> None:
+    acker.batch(init(A, E1, 0))
+    acker.tick()
+    acker.batch(ack(A, E1, 5))
+    expected = Position(epoch=1, last_batch_id=1, started_batch_id=None, unfinished_tick=None)
+    assert read_position(acker.spark, acker.config) == expected
+    # The same tables under a schema this process has never read: read from their rows.
+    copy = make_config(tmp_path / "copy")
+    shutil.copytree(acker.config.warehouse_path, copy.warehouse_path)
+    (copy.warehouse_path / f"{acker.config.warehouse.schema}.db").rename(schema_location(copy))
+    attach_tables(acker.spark, copy, views=())
+    assert read_position(acker.spark, copy) == expected
+    # A commit the writer did not make: the rows a half-done batch 2 left.
+    completed = acker.table("completed").withColumn("batch_id", F.lit(2).cast("bigint"))
+    completed.writeTo(acker.config.qualified("completed")).append()
+    assert read_position(acker.spark, acker.config) == replace(expected, started_batch_id=2)
 
 
 def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
