@@ -146,6 +146,21 @@ def append_events(spark: SparkSession, config: Config, events: Iterable[Event]) 
 Progress = Callable[[BatchResult | TickResult], None]
 
 
+class _Heard:
+    """Keeps the micro-batches a run commits, for its report, and passes every micro-batch and
+    tick on to the run's ``progress``."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.batches: list[BatchResult] = []
+
+    def __call__(self, result: BatchResult | TickResult) -> None:
+        if isinstance(result, BatchResult):
+            self.batches.append(result)
+        if self.progress is not None:
+            self.progress(result)
+
+
 class StopRequested(Exception):
     """Raised inside a micro-batch that arrives after a stop was requested: it writes nothing,
     and the stream replays it on the next start."""
@@ -224,18 +239,17 @@ _MISSING_CHANGE_DATA = "DELTA_MISSING_CHANGE_DATA"
 
 
 def _process_available(
-    spark: SparkSession, config: Config, progress: Progress | None, position: Position
+    spark: SparkSession, config: Config, progress: Progress, position: Position
 ) -> None:
     applier = _stream_applier(config, position)
     # Over Spark Connect the micro-batches run in a Python worker on the server, where the
     # caller's progress cannot reach: it hears of them from the batch log once the stream ends.
     connect = is_connect(spark)
-    report = None if connect else progress
 
     def apply(batch: DataFrame, batch_id: int) -> None:
         result = applier.apply(batch, batch_id)
-        if result is not None and report is not None:
-            report(result)
+        if result is not None and not connect:
+            progress(result)
 
     change_feed = config.acker.clock == "processing_time"
     try:
@@ -249,7 +263,7 @@ def _process_available(
         # the feed and stage what they read as arriving now, as the clock took them before.
         _await_available(spark, config, apply, change_feed=False)
     finally:
-        if connect and progress is not None:
+        if connect:
             for result in _committed_since(spark, config, position.last_batch_id):
                 progress(result)
 
@@ -366,12 +380,13 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     interrupted tick here, an interrupted micro-batch by the stream, which replays it.
     ``progress`` hears of every micro-batch and tick as it commits.
     """
+    heard = _Heard(progress)
     with writer_lock(config, "run"):
-        position, finished = _resume(spark, config, progress)
-        _process_available(spark, config, progress, position)
-        ticks = drain(spark, config, progress) if config.acker.clock in STAGED_CLOCKS else []
-        ticks += _tick_due(spark, config, progress)
-        return _run_report(spark, config, position.last_batch_id, finished + ticks)
+        position, finished = _resume(spark, config, heard)
+        _process_available(spark, config, heard, position)
+        ticks = drain(spark, config, heard) if config.acker.clock in STAGED_CLOCKS else []
+        ticks += _tick_due(spark, config, heard)
+        return _run_report(heard.batches, finished + ticks)
 
 
 def run_continuously(
@@ -394,8 +409,9 @@ def run_continuously(
             f"{config.spark.remote!r} makes a Spark Connect one: its micro-batches would run on "
             "the server, out of reach of this run's stop and ticks; run `acker run` on a schedule"
         )
+    heard = _Heard(progress)
     with writer_lock(config, "run"):
-        position, ticks = _resume(spark, config, progress)
+        position, ticks = _resume(spark, config, heard)
         work = threading.Lock()
         applier = _stream_applier(config, position)
 
@@ -405,9 +421,9 @@ def run_continuously(
                     raise StopRequested(f"micro-batch {batch_id} left for the next run")
                 result = applier.apply(batch, batch_id)
                 if isinstance(applier, Stager):
-                    ticks.extend(drain(spark, config, progress))
-            if result is not None and progress is not None:
-                progress(result)
+                    ticks.extend(drain(spark, config, heard))
+            if result is not None:
+                heard(result)
 
         trigger = {"processingTime": f"{trigger_interval_s} seconds"}
         change_feed = config.acker.clock == "processing_time"
@@ -417,7 +433,7 @@ def run_continuously(
                 if not query.isActive:
                     break
                 with work:
-                    ticked = _tick_due(spark, config, progress)
+                    ticked = _tick_due(spark, config, heard)
                     if ticked and isinstance(applier, BatchApplier):
                         applier.forget_position()
                     ticks += ticked
@@ -436,27 +452,15 @@ def run_continuously(
             )
         if failure is not None and "StopRequested" not in str(failure):
             raise StreamFailed(f"the stream failed: {str(failure).splitlines()[0]}")
-        return _run_report(spark, config, position.last_batch_id, ticks)
+        return _run_report(heard.batches, ticks)
 
 
-def _run_report(
-    spark: SparkSession, config: Config, before: int, ticks: list[TickResult]
-) -> RunReport:
-    batches = spark.table(config.qualified("batches")).where(
-        (F.col("batch_id") > before) & (F.col("status") == "committed")
-    )
-    totals = batches.agg(
-        F.count("*").alias("batches"),
-        F.coalesce(F.sum("events_in"), F.lit(0)).alias("events_in"),
-        F.coalesce(F.sum("completed"), F.lit(0)).alias("completed"),
-        F.coalesce(F.sum("failed"), F.lit(0)).alias("failed"),
-    ).first()
-    assert totals is not None
+def _run_report(batches: list[BatchResult], ticks: list[TickResult]) -> RunReport:
     return RunReport(
-        batches=int(totals["batches"]),
-        events_in=int(totals["events_in"]),
-        completed=int(totals["completed"]),
-        failed=int(totals["failed"]),
+        batches=len(batches),
+        events_in=sum(batch.events_in or 0 for batch in batches),
+        completed=sum(batch.completed or 0 for batch in batches),
+        failed=sum(batch.failed or 0 for batch in batches),
         ticks=ticks,
     )
 
