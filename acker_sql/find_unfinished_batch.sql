@@ -4,9 +4,8 @@
 --       per table. A batch writes its outputs, then MERGEs pending, then its `committed` row,
 --       so a crash between its first write and the last leaves its id in one of these tables;
 --       a crash before its first write leaves nothing, and the batch is simply applied anew.
--- Who runs it: pipelines.engine.read_position (before every run, batch and tick, and in
---     `acker status`), through pipelines.sql.run_sql_figures, which runs the statements side by
---     side.
+-- Who runs it: pipelines.engine.read_position (with read_position.sql, and in `acker status`),
+--     through pipelines.sql.run_sql_figures, which runs the statements side by side.
 -- Parameters: :completed, :failed, :late_events, :quarantine, :pending (tables);
 --             :last_batch_id, the last committed batch.
 -- Why a literal bound: Delta skips every file whose batch_id statistics lie at or below it, so

@@ -5,8 +5,9 @@
 --       tick wrote (beyond the current epoch: a tick that was interrupted before it committed).
 --       A batch begun but not committed is found from the rows it wrote
 --       (find_unfinished_batch.sql).
--- Who runs it: pipelines.engine.read_position, before every run, batch and tick, through
---     pipelines.sql.run_sql_figures.
+-- Who runs it: pipelines.engine.read_position, before a run, batch or tick, through
+--     pipelines.sql.run_sql_figures; not when the tables it reads are where the writer's own
+--     last write left them (the writer keeps that position).
 -- Why several statements: each reads one small table, and most of its time is planning and
 --     scheduling, not reading; statements run side by side in threads overlap that.
 -- Parameters: :ticks, :batches, :expired, :late_events (tables).
