@@ -56,7 +56,8 @@ class LoggedProcess:
         )
         self.records: list[dict[str, Any]] = []
         self.other_lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -65,6 +66,14 @@ class LoggedProcess:
                 self.records.append(json.loads(line))
             except json.JSONDecodeError:
                 self.other_lines.append(line)
+
+    def finish(self, timeout: float) -> str:
+        """Wait for the process to exit and its stderr to be read to the end; return its stdout
+        (a line or two). Not ``communicate``, which would read stderr beside the reader."""
+        self.process.wait(timeout=timeout)
+        self.reader.join(timeout=timeout)
+        assert self.process.stdout is not None
+        return self.process.stdout.read()
 
     def wait_for(self, what: str, test: Callable[[list[dict[str, Any]]], bool]) -> None:
         # A wait for a condition, not a timing: on two busy cores (another worker's processes
@@ -109,7 +118,7 @@ def test_continuous_run_batches_ticks_and_stops_cleanly_on_sigterm(
     # D arrives just as the stop comes: it is applied by this run or left whole for the next.
     jobs.append_events(spark, config, [init(D, E2, 40), ack(D, E2, 44)])
     run.process.send_signal(signal.SIGTERM)
-    out, _ = run.process.communicate(timeout=300)
+    out = run.finish(timeout=300)
     assert run.process.returncode == 0, run.other_lines[-20:]
     assert out.startswith("processed "), out
 
@@ -179,7 +188,7 @@ def test_continuous_run_under_event_time_leaves_what_a_backfill_leaves(
         ),
     )
     run.process.send_signal(signal.SIGTERM)
-    run.process.communicate(timeout=300)
+    run.finish(timeout=300)
     assert run.process.returncode == 0, run.other_lines[-20:]
 
     tables = ["completed", "failed", "expired", "late_events", "pending", "ticks", "held_events"]
