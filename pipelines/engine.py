@@ -196,8 +196,7 @@ def read_position(spark: SparkSession, config: Config) -> Position:
         return known[1]
     position = _read_position_rows(spark, config)
     # Kept with the heads from before the read: a commit during it makes the next read miss.
-    if heads is not None:
-        _known_positions[str(schema_location(config))] = (heads, position)
+    _keep_position(config, heads, position)
     return position
 
 
@@ -205,7 +204,10 @@ def _remember_position(config: Config, position: Position) -> None:
     """Note ``position`` as where the acker stands after the writer's last write. The writer
     holds the writer lock; the only other writer of these tables, ingest, adds quarantine rows
     without a batch id, which do not move the position."""
-    heads = log_heads(config, _position_tables())
+    _keep_position(config, log_heads(config, _position_tables()), position)
+
+
+def _keep_position(config: Config, heads: LogHeads | None, position: Position) -> None:
     if heads is not None:
         _known_positions[str(schema_location(config))] = (heads, position)
 
