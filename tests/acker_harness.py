@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from pipelines import jobs
 from pipelines.config import Config
 from pipelines.engine import tick
 from pipelines.sql import TABLES
-from pipelines.tables import table_location
+from pipelines.tables import schema_location, table_location
 from pipelines.workload import Event, new_id
 from tests.model import Outcome
 
@@ -64,6 +65,15 @@ def write_conf(config: Config, path: Path) -> Path:
     lines += [f'"{k}" = "{v}"' for k, v in config.spark.conf.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def copy_warehouse(source: Config, destination: Config) -> None:
+    """Copy ``source``'s warehouse folder to ``destination``'s, its schema's tables renamed to
+    ``destination``'s schema (unattached)."""
+    shutil.copytree(source.warehouse_path, destination.warehouse_path)
+    (destination.warehouse_path / f"{source.warehouse.schema}.db").rename(
+        schema_location(destination)
+    )
 
 
 def read_table(spark: SparkSession, config: Config, name: str) -> DataFrame:

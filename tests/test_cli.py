@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,7 @@ from pipelines.class_data import archive_path
 from pipelines.cli import main
 from pipelines.jars import ensure_delta_jars
 from pipelines.sql import TABLES, VIEWS
-from pipelines.tables import schema_location
-from tests.acker_harness import Harness, ack, fail, init
+from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
 
@@ -168,8 +166,7 @@ def test_sql_attaches_only_the_tables_and_views_its_query_reads(
     built.batch(init(A, 6, 0), ack(A, 6, 10), init(B, 5, 0), fail(B, 20))
     # The same warehouse under a schema name this session has never attached.
     config = make_config(tmp_path / "copy")
-    shutil.copytree(built.config.warehouse_path, config.warehouse_path)
-    (config.warehouse_path / f"{built.config.warehouse.schema}.db").rename(schema_location(config))
+    copy_warehouse(built.config, config)
     conf = str(write_harness_conf(config, tmp_path / "copy.toml"))
 
     def attached() -> set[str]:

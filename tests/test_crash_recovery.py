@@ -32,7 +32,7 @@ from pipelines.config import Config
 from pipelines.engine import BatchResult, TickResult, read_position
 from pipelines.faults import CRASH_ENV, CRASH_POINTS
 from pipelines.staging import SLICE_SPAN
-from pipelines.tables import create_tables, schema_location
+from pipelines.tables import create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import (
     BASE_TIME,
@@ -40,6 +40,7 @@ from tests.acker_harness import (
     append_micro_batch,
     assert_resolved_once,
     assert_same_tables,
+    copy_warehouse,
     fail,
     init,
     write_conf,
@@ -85,8 +86,7 @@ def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
 def clone(spark: SparkSession, source: Config, destination: Path) -> tuple[Config, Path]:
     """Copy a warehouse (tables and stream checkpoint) under a new schema name; attach it."""
     config = make_config(destination / "warehouse", **SEMANTICS)
-    shutil.copytree(source.warehouse_path, config.warehouse_path)
-    (config.warehouse_path / f"{source.warehouse.schema}.db").rename(schema_location(config))
+    copy_warehouse(source, config)
     checkpoints = config.warehouse_path / "_checkpoints"
     (checkpoints / source.warehouse.schema).rename(checkpoints / config.warehouse.schema)
     shutil.rmtree(config.warehouse_path / "_locks", ignore_errors=True)

@@ -20,12 +20,13 @@ from pipelines.cli import main
 from pipelines.engine import BATCHES_SCHEMA, Position, process_batch, read_position
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict, WriterBusy
 from pipelines.lock import lock_path
-from pipelines.tables import attach_tables, schema_location
+from pipelines.tables import attach_tables
 from pipelines.workload import Event
 from tests.acker_harness import (
     WALL_CLOCK_COLUMNS,
     Harness,
     ack,
+    copy_warehouse,
     fail,
     init,
     outcome,
@@ -146,8 +147,7 @@ def test_the_position_the_writer_carries_is_what_the_tables_say_until_another_co
     assert read_position(acker.spark, acker.config) == expected
     # The same tables under a schema this process has never read: read from their rows.
     copy = make_config(tmp_path / "copy")
-    shutil.copytree(acker.config.warehouse_path, copy.warehouse_path)
-    (copy.warehouse_path / f"{acker.config.warehouse.schema}.db").rename(schema_location(copy))
+    copy_warehouse(acker.config, copy)
     attach_tables(acker.spark, copy, views=())
     assert read_position(acker.spark, copy) == expected
     # A commit the writer did not make: the rows a half-done batch 2 left.
