@@ -219,6 +219,11 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     progress = (
         None if args.quiet else partial(_log_progress, as_json=getattr(args, "log_json", False))
     )
+    if args.verb == "status":
+        recorded = jobs.recorded_status(config)
+        if recorded is not None:
+            print(_summary(config, recorded))
+            return
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
     spark = build_session(config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True)

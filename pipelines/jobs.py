@@ -48,6 +48,7 @@ from pipelines.staging import (
     event_time_started,
     wall_clock,
 )
+from pipelines.status_record import current_heads, load_status_figures, save_status_figures
 from pipelines.tables import (
     attach_tables,
     create_tables,
@@ -73,6 +74,7 @@ __all__ = [
     "init",
     "maintain",
     "open_tables",
+    "recorded_status",
     "run",
     "run_continuously",
     "status",
@@ -475,6 +477,8 @@ def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult
 
 def status(spark: SparkSession, config: Config) -> Status:
     """Headline numbers: epoch, last committed batch, pending and outcome counts."""
+    # Taken before the tables are read: a commit during the read outdates the record at once.
+    heads = current_heads(config)
     open_tables(spark, config, views=relations_read_by("summarize_status") & VIEWS.keys())
     # The position's two statements depend on each other; beside the figures' statements
     # rather than after them (a cold probe on the demo warehouse: 10.4 s against 11.8 s).
@@ -482,7 +486,17 @@ def status(spark: SparkSession, config: Config) -> Status:
         reading = beside.submit(read_position, spark, config)
         figures = run_sql_figures(spark, config, "summarize_status")
         position = reading.result()
-    return Status(**asdict(position), **figures)
+    found = Status(**asdict(position), **figures)
+    if heads is not None:
+        save_status_figures(config, heads, asdict(found))
+    return found
+
+
+def recorded_status(config: Config) -> Status | None:
+    """The status :func:`status` recorded, if no table has changed since but by appends it can
+    count without Spark (:mod:`pipelines.status_record`); ``None`` otherwise."""
+    figures = load_status_figures(config)
+    return Status(**figures) if figures is not None else None
 
 
 @dataclass(frozen=True)

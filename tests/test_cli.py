@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines import jobs
 from pipelines.class_data import archive_path
 from pipelines.cli import main
 from pipelines.jars import ensure_delta_jars
@@ -190,9 +192,48 @@ def test_sql_attaches_only_the_tables_and_views_its_query_reads(
     }
 
 
+def test_status_answers_from_its_record_until_a_table_changes_other_than_by_an_append(
+    acker_factory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    built: Harness = acker_factory()
+    built.batch(init(A, 6, 0), ack(A, 6, 10), init(B, 5, 0))
+    config, spark = built.config, built.spark
+    conf = str(write_harness_conf(config, tmp_path / "acker.toml"))
+    assert jobs.recorded_status(config) is None
+    printed = acker(capsys, "status", "--conf", conf)
+    assert "completed          1" in printed and "pending            1" in printed
+    recorded = jobs.recorded_status(config)
+    assert recorded is not None and (recorded.events, recorded.completed) == (3, 1)
+
+    # An ingest appends 2 events and 1 bad row: the record counts them from the commit files.
+    rows = [
+        {"anchor_id": B, "event_type": "ack", "xor_value": 5, "event_time": "2026-03-01T12:00:00"},
+        {"anchor_id": A, "event_type": "ack", "xor_value": 6, "event_time": "2026-03-01T12:00:00"},
+        {"anchor_id": "not a number", "event_type": "ack"},
+    ]
+    (tmp_path / "more.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    acker(capsys, "ingest", "--conf", conf, str(tmp_path / "more.jsonl"))
+    counted = jobs.recorded_status(config)
+    assert counted == replace(recorded, events=5, quarantined=recorded.quarantined + 1)
+    assert counted == jobs.status(spark, config)
+
+    # Any other commit sends status back to the tables, a delete from a counted table too.
+    spark.sql(f"delete from {config.qualified('quarantine')}")
+    assert jobs.recorded_status(config) is None
+    assert jobs.status(spark, config) == replace(counted, quarantined=0)
+    spark.sql(
+        f"insert into {config.qualified('late_events')} (anchor_id, event_type, xor_value)"
+        f" values ({A}, 'ack', 9)"
+    )
+    assert jobs.recorded_status(config) is None
+    assert "late               1" in acker(capsys, "status", "--conf", conf)
+
+
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     """The installed script works as a process of its own; its first verb writes a class-data
-    archive, beside the JARs, and every later one maps it."""
+    archive, beside the JARs, and every later one that starts Spark maps it."""
     conf = str(write_conf(tmp_path))
     script = str(Path(sys.executable).parent / "acker")
     jars = ensure_delta_jars()[0].parent
@@ -222,10 +263,21 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     assert status.stderr == ""
     assert status.stdout.startswith("epoch 0, last batch -1")
 
-    loaded = tmp_path / "classes.log"
-    again = run("status", JAVA_TOOL_OPTIONS=f"-Xlog:class+load=info:file={loaded}")
+    # Nothing changed since: the status is read from its record, without Java.
+    again = run("status", JAVA_HOME=str(tmp_path / "no-java"))
     assert again.returncode == 0, again.stderr
     assert again.stdout == status.stdout
+
+    loaded = tmp_path / "classes.log"
+    query = run(
+        "sql",
+        "select count(*) as trees from pending",
+        "--format",
+        "csv",
+        JAVA_TOOL_OPTIONS=f"-Xlog:class+load=info:file={loaded}",
+    )
+    assert query.returncode == 0, query.stderr
+    assert query.stdout == "trees\n0\n"
     delta_log = next(
         line
         for line in loaded.read_text().splitlines()
