@@ -510,14 +510,17 @@ class TableMaintenance:
     bytes: int
 
 
-def maintain(spark: SparkSession, config: Config) -> list[TableMaintenance]:
-    """Compact every table's small files (OPTIMIZE), then delete files no version younger than
-    ``maintain.vacuum_retain_hours`` needs (VACUUM). Holds the writer lock, so no batch runs
-    meanwhile; readers of older versions within the retention are unaffected."""
+def maintain(
+    spark: SparkSession, config: Config, tables: Collection[str] = tuple(TABLES)
+) -> list[TableMaintenance]:
+    """Compact the small files of ``tables`` (by default every table) with OPTIMIZE, then
+    delete files no version younger than ``maintain.vacuum_retain_hours`` needs (VACUUM). Holds
+    the writer lock, so no batch runs meanwhile; readers of older versions within the retention
+    are unaffected."""
     with writer_lock(config, "maintain"):
         open_tables(spark, config, views=())
         done = []
-        for table in TABLES:
+        for table in (table for table in TABLES if table in tables):
             name = quoted_table(config, table)
             compaction = spark.sql(f"optimize {name}").first()
             metrics = compaction["metrics"] if compaction is not None else None
