@@ -58,12 +58,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(_LONGEST_FIRST))
 
 
-def make_config(warehouse: Path, **acker: object) -> Config:
-    """A validated config for one test: its own warehouse folder and schema name."""
+def make_config(warehouse: Path, schema: str | None = None, **acker: object) -> Config:
+    """A validated config for one test: its own warehouse folder and schema name (``schema``, or
+    one numbered in this process)."""
     return parse_config(
         {
             "acker": dict(acker),
-            "warehouse": {"path": str(warehouse), "schema": f"acker_t{next(_schema_numbers)}"},
+            "warehouse": {
+                "path": str(warehouse),
+                "schema": schema or f"acker_t{next(_schema_numbers)}",
+            },
             "spark": {"conf": TEST_SPARK_CONF, "remote": SPARK_REMOTE},
         }
     )

@@ -13,6 +13,8 @@ is that of stream batch 1, before the stream's checkpoint records it.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import random
 import shutil
@@ -83,9 +85,11 @@ def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
     return batches
 
 
-def clone(spark: SparkSession, source: Config, destination: Path) -> tuple[Config, Path]:
+def clone(
+    spark: SparkSession, source: Config, destination: Path, schema: str | None = None
+) -> tuple[Config, Path]:
     """Copy a warehouse (tables and stream checkpoint) under a new schema name; attach it."""
-    config = make_config(destination / "warehouse", **SEMANTICS)
+    config = make_config(destination / "warehouse", schema, **SEMANTICS)
     copy_warehouse(source, config)
     checkpoints = config.warehouse_path / "_checkpoints"
     (checkpoints / source.warehouse.schema).rename(checkpoints / config.warehouse.schema)
@@ -125,21 +129,49 @@ def run_acker(conf: Path, crash_at: str | None = None) -> int:
 class Template:
     config: Config
     reference: Config
-    reference_run: jobs.RunReport
+    expired_at_crashed_tick: int
+
+
+# Schema names no test's own warehouse takes (those are numbered): a worker that attaches the
+# template another built must not find the name taken in its catalog.
+TEMPLATE_SCHEMA, REFERENCE_SCHEMA = "crash_template", "crash_reference"
 
 
 @pytest.fixture(scope="module")
-def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Template:
-    root = tmp_path_factory.mktemp("crash-template")
-    config = make_config(root / "warehouse", **SEMANTICS)
+def template(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Template:
+    """Built once per test run, about 30 s: under xdist the first worker to need it builds it
+    in the folder the workers share, under a lock, and the others attach it."""
+    if worker_id == "master":
+        return build_template(spark, tmp_path_factory.mktemp("crash-template"))
+    root = tmp_path_factory.getbasetemp().parent / "crash-template"
+    root.mkdir(exist_ok=True)
+    with (root / "building.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = root / "built.json"
+        if built.exists():
+            config = make_config(root / "warehouse", TEMPLATE_SCHEMA, **SEMANTICS)
+            reference = make_config(root / "reference" / "warehouse", REFERENCE_SCHEMA, **SEMANTICS)
+            for attached in (config, reference):
+                jobs.open_tables(spark, attached, views=())
+            return Template(config, reference, json.loads(built.read_text())["expired"])
+        template = build_template(spark, root)
+        built.write_text(json.dumps({"expired": template.expired_at_crashed_tick}))
+        return template
+
+
+def build_template(spark: SparkSession, root: Path) -> Template:
+    config = make_config(root / "warehouse", TEMPLATE_SCHEMA, **SEMANTICS)
     create_tables(spark, config)
     batches = micro_batches(WorkloadSpec(trees=40, batches=2, seed=17, start=BASE_TIME))
     append_micro_batch(spark, config, batches[0])
     jobs.run(spark, config)
     append_micro_batch(spark, config, batches[1])
-    reference, _ = clone(spark, config, root / "reference")
+    reference, _ = clone(spark, config, root / "reference", REFERENCE_SCHEMA)
     report = jobs.run(spark, reference)
-    return Template(config, reference, report)
+    tick = next(t for t in report.ticks if t.epoch == CRASHED_TICK)
+    return Template(config, reference, tick.expired_timeout + tick.expired_no_init)
 
 
 def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spark) -> None:  # type: ignore[no-untyped-def]
@@ -154,8 +186,7 @@ def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spa
     assert min(batch["completed"], batch["failed"], batch["late"], batch["quarantined"]) > 0
     # a pass over several epochs, whose ticks follow it
     assert batch["through_epoch"] > batch["epoch"]
-    tick = next(t for t in template.reference_run.ticks if t.epoch == CRASHED_TICK)
-    assert tick.expired_timeout + tick.expired_no_init > 0
+    assert template.expired_at_crashed_tick > 0
     assert_resolved_once(spark, template.reference)
 
 
