@@ -12,6 +12,7 @@ a remote Spark Connect server's), sends status back to the tables.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -52,17 +53,20 @@ def current_heads(config: Config) -> LogHeads | None:
 
 def save_status_figures(config: Config, heads: LogHeads, figures: dict[str, Any]) -> None:
     """Record ``figures``, computed from the tables at ``heads`` (taken before they were read:
-    a commit during the read makes the record out of date at once, never wrong)."""
+    a commit during the read makes the record out of date at once, never wrong). Where the
+    warehouse folder cannot be written (a reader's read-only mount) nothing is recorded, and
+    status keeps reading the tables."""
     path = status_record_path(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "definition": _figures_definition(),
         "heads": dict(zip(TABLES, heads, strict=True)),
         "figures": figures,
     }
     written = path.with_name(f".{path.name}.{os.getpid()}")
-    written.write_text(json.dumps(record))
-    os.replace(written, path)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written.write_text(json.dumps(record))
+        os.replace(written, path)
 
 
 def load_status_figures(config: Config) -> dict[str, Any] | None:
@@ -73,7 +77,7 @@ def load_status_figures(config: Config) -> dict[str, Any] | None:
         return None
     try:
         record = json.loads(status_record_path(config).read_text())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None
     if record.get("definition") != _figures_definition():
         return None

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -20,6 +21,7 @@ from pipelines.class_data import archive_path
 from pipelines.cli import main
 from pipelines.jars import ensure_delta_jars
 from pipelines.sql import TABLES, VIEWS
+from pipelines.status_record import status_record_path
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
@@ -229,6 +231,13 @@ def test_status_answers_from_its_record_until_a_table_changes_other_than_by_an_a
     )
     assert jobs.recorded_status(config) is None
     assert "late               1" in acker(capsys, "status", "--conf", conf)
+
+    # A warehouse where the record cannot be written still answers, from the tables.
+    record = status_record_path(config)
+    shutil.rmtree(record.parent)
+    record.parent.write_text("not a folder")
+    assert "late               1" in acker(capsys, "status", "--conf", conf)
+    assert jobs.recorded_status(config) is None
 
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
