@@ -24,7 +24,7 @@ from pipelines.config import Config
 from pipelines.sql import TABLES, VIEWS, load_sql
 from pipelines.tables import LogHeads, log_heads, table_location
 
-__all__ = ["load_status_figures", "save_status_figures", "status_record_path"]
+__all__ = ["current_heads", "load_status_figures", "save_status_figures", "status_record_path"]
 
 # Tables that `acker ingest` appends to, each with the status figure that counts its rows and
 # nothing else in status reads.
