@@ -28,6 +28,9 @@ __all__ = ["main"]
 _WRITERS = {"init", "run", "tick", "demo", "maintain"}
 # Verbs that run a few small queries and exit: their JVM is tuned to start fast.
 _SHORT_LIVED = {"status", "sql"}
+# Writers that end by refreshing the status record where the warehouse keeps one: an ingest's
+# appends leave it valid, and demo and `tick 0` end with a status.
+_REFRESHING_STATUS = {"run", "tick", "maintain"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -287,6 +290,9 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
                 f"now {table.files} files, {table.bytes} bytes"
             )
+    if args.verb in _REFRESHING_STATUS and not (args.verb == "tick" and args.count == 0):
+        plain_say = None if getattr(args, "log_json", False) else say
+        jobs.refresh_status_record(spark, config, plain_say)
     finish_shared_classes(spark, config, say)
 
 

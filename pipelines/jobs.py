@@ -48,7 +48,12 @@ from pipelines.staging import (
     event_time_started,
     wall_clock,
 )
-from pipelines.status_record import current_heads, load_status_figures, save_status_figures
+from pipelines.status_record import (
+    current_heads,
+    load_status_figures,
+    save_status_figures,
+    status_record_path,
+)
 from pipelines.tables import (
     attach_tables,
     create_tables,
@@ -75,6 +80,7 @@ __all__ = [
     "maintain",
     "open_tables",
     "recorded_status",
+    "refresh_status_record",
     "run",
     "run_continuously",
     "status",
@@ -490,6 +496,21 @@ def status(spark: SparkSession, config: Config) -> Status:
     if heads is not None:
         save_status_figures(config, heads, asdict(found))
     return found
+
+
+def refresh_status_record(
+    spark: SparkSession, config: Config, say: Callable[[str], None] | None = None
+) -> bool:
+    """Bring the status record up to the tables after a write, if :func:`status` has recorded
+    one for this warehouse: a warehouse whose status is read keeps answering it without Spark,
+    at the cost of a warm status per write (seconds); one whose status nobody asks for pays
+    nothing. Returns whether it refreshed; ``say`` hears that it does."""
+    if current_heads(config) is None or not status_record_path(config).exists():
+        return False
+    if say is not None:
+        say("refreshing the status record, which `acker status` reads without Spark")
+    status(spark, config)
+    return True
 
 
 def recorded_status(config: Config) -> Status | None:

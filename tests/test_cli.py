@@ -121,6 +121,8 @@ def test_cli_end_to_end_on_files(spark, tmp_path: Path, capsys: pytest.CaptureFi
     out = acker(capsys, "sql", "--conf", conf, "select anchor_id, reason from failed")
     assert [cell.strip() for cell in out.splitlines()[2].split("|")[1:3]] == [str(B), "fail"]
     assert acker(capsys, "tick", "--conf", conf, "2").strip() == "epoch 2: 0 trees expired"
+    # No status was asked yet, so the run and the tick kept no record to refresh.
+    assert not list(tmp_path.rglob("_status"))
     status = acker(capsys, "status", "--conf", conf)
     assert "epoch 2, last batch 0" in status
     assert "completed          1" in status and "pending            0" in status
@@ -194,7 +196,7 @@ def test_sql_attaches_only_the_tables_and_views_its_query_reads(
     }
 
 
-def test_status_answers_from_its_record_until_a_table_changes_other_than_by_an_append(
+def test_status_record_follows_ingests_and_runs_and_yields_to_other_commits(
     acker_factory,  # type: ignore[no-untyped-def]
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -232,11 +234,18 @@ def test_status_answers_from_its_record_until_a_table_changes_other_than_by_an_a
     assert jobs.recorded_status(config) is None
     assert "late               1" in acker(capsys, "status", "--conf", conf)
 
+    # A run refreshes the record it finds: B's ack completes it, A's second ack comes late.
+    assert "2 events: 1 completed, 0 failed" in acker(capsys, "run", "--conf", conf)
+    after_run = jobs.recorded_status(config)
+    assert after_run is not None
+    assert (after_run.completed, after_run.pending, after_run.late_events) == (2, 0, 2)
+    assert after_run == jobs.status(spark, config)
+
     # A warehouse where the record cannot be written still answers, from the tables.
     record = status_record_path(config)
     shutil.rmtree(record.parent)
     record.parent.write_text("not a folder")
-    assert "late               1" in acker(capsys, "status", "--conf", conf)
+    assert "late               2" in acker(capsys, "status", "--conf", conf)
     assert jobs.recorded_status(config) is None
 
 
