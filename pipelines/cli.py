@@ -176,22 +176,27 @@ def _headline(status: Any) -> str:
 
 
 def _log_progress(result: Any, as_json: bool) -> None:
-    """One line on stderr per committed micro-batch or tick: what it did and how long it took."""
+    """A line on stderr as a run commits each micro-batch (with the epochs of a pass that
+    applies several, and how long it took) and each tick pass (how many trees expired); with
+    ``as_json``, one record per micro-batch and per tick."""
     from pipelines.engine import BatchResult
 
-    if as_json:
-        kind = "batch" if isinstance(result, BatchResult) else "tick"
-        fields = {"event": kind, **{k: _plain(v) for k, v in vars(result).items()}}
-        line = json.dumps(fields)
-    elif isinstance(result, BatchResult):
+    if isinstance(result, BatchResult):
+        records = [{"event": "batch", **vars(result)}]
         resolved = (result.completed or 0) + (result.failed or 0)
+        through = result.through_epoch or result.epoch
+        epochs = f", epochs {result.epoch} to {through}" if through > result.epoch else ""
         line = (
-            f"batch {result.batch_id}: {result.events_in} events, {resolved} trees resolved, "
-            f"{(result.duration_ms or 0) / 1000:.1f} s"
+            f"batch {result.batch_id}{epochs}: {result.events_in} events, "
+            f"{resolved} trees resolved, {(result.duration_ms or 0) / 1000:.1f} s"
         )
     else:
-        expired = result.expired_timeout + result.expired_no_init
-        line = f"tick to epoch {result.epoch}: {expired} trees expired"
+        records = [{"event": "tick", **vars(tick)} for tick in result]
+        expired = sum(tick.expired_timeout + tick.expired_no_init for tick in result)
+        ticks = "tick" if len(result) == 1 else f"{len(result)} ticks"
+        line = f"{ticks} to epoch {result[-1].epoch}: {expired} trees expired"
+    if as_json:
+        line = "\n".join(json.dumps({k: _plain(v) for k, v in r.items()}) for r in records)
     print(line, file=sys.stderr, flush=True)
 
 

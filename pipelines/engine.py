@@ -15,6 +15,7 @@ a crash finishes it without duplicating or losing a row:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import cache
@@ -134,6 +135,11 @@ class TickResult:
     late_no_init: int
     """Entries without init whose anchor already had an outcome: not expired, their events
     written to ``late_events``."""
+
+
+Progress = Callable[[BatchResult | Sequence[TickResult]], None]
+"""Hears every micro-batch as it commits, and the ticks of each tick pass together, as they
+commit in one append."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -23,6 +23,7 @@ from pipelines.engine import (
     BatchResult,
     EpochScale,
     Position,
+    Progress,
     TickResult,
     position_after,
     process_batch,
@@ -151,9 +152,6 @@ def append_events(spark: SparkSession, config: Config, events: Iterable[Event]) 
     return len(rows)
 
 
-Progress = Callable[[BatchResult | TickResult], None]
-
-
 class _Heard:
     """Keeps the micro-batches a run commits, for its report, and passes every micro-batch and
     tick on to the run's ``progress``."""
@@ -162,7 +160,7 @@ class _Heard:
         self.progress = progress
         self.batches: list[BatchResult] = []
 
-    def __call__(self, result: BatchResult | TickResult) -> None:
+    def __call__(self, result: BatchResult | Sequence[TickResult]) -> None:
         if isinstance(result, BatchResult):
             self.batches.append(result)
         if self.progress is not None:
@@ -354,9 +352,8 @@ def _tick(
     grid, dates each tick at the start of its epoch, so the grid stays where its latest tick
     put it."""
     results = engine.tick(spark, config, count, config.acker.clock, scale)
-    for result in results:
-        if progress is not None:
-            progress(result)
+    if progress is not None and results:
+        progress(results)
     return results
 
 
@@ -579,9 +576,9 @@ def demo(
             say(line)
 
     def tick_and_tell(count: int) -> None:
-        for result in tick(spark, config, count):
-            if progress is not None:
-                progress(result)
+        results = tick(spark, config, count)
+        if progress is not None and results:
+            progress(results)
 
     with writer_lock(config, "demo"):
         step(f"creating the tables of {config.qualified_schema} in {config.warehouse_path}")

@@ -34,7 +34,6 @@ between its commit and their removal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +47,7 @@ from pipelines.engine import (
     EpochScale,
     PassTooWide,
     Position,
+    Progress,
     TickResult,
     position_after,
     process_batch,
@@ -259,7 +259,7 @@ def _finish_committed_slice(
 def drain(
     spark: SparkSession,
     config: Config,
-    progress: Callable[[BatchResult | TickResult], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[TickResult]:
     """Apply the staged events the watermark allows, in passes over as many epochs as
     ``acker.max_epochs_per_pass`` lets, each followed by the ticks to its last epoch; return
@@ -284,15 +284,14 @@ def drain(
     width = config.acker.max_epochs_per_pass
     ticks: list[TickResult] = []
 
-    def heard(result: BatchResult | TickResult | None) -> None:
-        if result is not None and progress is not None:
+    def heard(result: BatchResult | list[TickResult] | None) -> None:
+        if result and progress is not None:
             progress(result)
 
     def tick_to(target: int) -> None:
         nonlocal position
         ticked = engine.tick(spark, config, target - position.epoch, clock, grid)
-        for done in ticked:
-            heard(done)
+        heard(ticked)
         ticks.extend(ticked)
         position = Position(
             epoch=target,

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +19,8 @@ import pytest
 
 from pipelines import jobs
 from pipelines.class_data import archive_path
-from pipelines.cli import main
+from pipelines.cli import _log_progress, main
+from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.sql import TABLES, VIEWS
 from pipelines.status_record import status_record_path
@@ -139,6 +141,39 @@ def test_cli_end_to_end_on_files(spark, tmp_path: Path, capsys: pytest.CaptureFi
     assert list(csv.reader(io.StringIO(out))) == [
         ["spout_task", "source_msg_id", "reason"],
         ["4", "msg-b", "fail"],
+    ]
+
+
+@pytest.mark.fast
+def test_a_pass_and_its_ticks_are_a_line_each_and_every_tick_a_json_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    at = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    one_pass = BatchResult(
+        batch_id=0,
+        status="committed",
+        epoch=0,
+        input_fingerprint="f",
+        started_at=at,
+        finished_at=at,
+        duration_ms=5_900,
+        events_in=333,
+        completed=130,
+        failed=3,
+        through_epoch=60,
+    )
+    ticks = [TickResult(epoch, at, "event_time", epoch % 2, 1, 0, 0) for epoch in range(1, 61)]
+    for result in (one_pass, ticks, ticks[:1]):
+        _log_progress(result, as_json=False)
+    assert capsys.readouterr().err.splitlines() == [
+        "batch 0, epochs 0 to 60: 333 events, 133 trees resolved, 5.9 s",
+        "60 ticks to epoch 60: 90 trees expired",
+        "tick to epoch 1: 2 trees expired",
+    ]
+    _log_progress(ticks, as_json=True)
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(r["event"], r["epoch"], r["expired_no_init"]) for r in records] == [
+        ("tick", epoch, 1) for epoch in range(1, 61)
     ]
 
 
