@@ -26,7 +26,7 @@ from pipelines.lock import writer_lock
 __all__ = ["main"]
 
 _WRITERS = {"init", "run", "tick", "demo", "maintain"}
-# Verbs that run a few small queries and exit: their JVM is tuned to start fast.
+# Verbs that run a few small queries and exit: they interpret their queries too.
 _SHORT_LIVED = {"status", "sql"}
 # Writers that end by refreshing the status record where the warehouse keeps one: an ingest's
 # appends leave it valid, and demo and `tick 0` end with a status.
@@ -234,7 +234,12 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             return
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
-    spark = build_session(config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True)
+    # A verb that ends when its work does starts a lean JVM; a continuous run, which lives for
+    # hours, keeps the optimising compiler.
+    lean_jvm = not getattr(args, "continuous", False)
+    spark = build_session(
+        config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True, lean_jvm=lean_jvm
+    )
     if args.verb == "init":
         created = jobs.init(spark, config)
         print(

@@ -52,11 +52,14 @@ _SERVER_ONLY = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 # the start-up ones, so no notice reaches the terminal (Spark's own default logs at INFO).
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
-# For a process that runs a few small queries and exits (`acker status`, `acker sql`): the JIT's
-# first tier only and the serial collector start the JVM and its first queries about 30% sooner
-# (status on the demo warehouse: session 10.8 -> 8.7 s, first reads of Delta tables 16 -> 11 s);
-# a long run would lose more in throughput than it gains, so only these verbs ask for it.
-SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# For the JVM of a command-line verb: the JIT's first tier only and the serial collector start
+# the JVM and its first queries about 30% sooner (status on the demo warehouse: session 10.8 ->
+# 8.7 s, first reads of Delta tables 16 -> 11 s), and cost a run nothing measurable up to 2*10^6
+# events (`acker run`, cold, 2.0*10^6 events: 52.2, 54.3 s against 51.3, 53.3 s; 5*10^5: 31.5,
+# 39.3 s against 42.8, 43.4 s; `acker tick` on the demo warehouse 22.0, 22.4 s against 26.9,
+# 29.5 s). A notebook's, a test's or a continuous run's session keeps the JVM's defaults: with
+# interpreted queries over hours of work the first tier's code is much slower (decisions.md).
+LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # Spark SQL settings that interpret every query instead of generating and compiling Java code
 # for it: cheaper where queries read a few small tables or rows in the thousands (the same
@@ -93,9 +96,11 @@ def configure_builder(
     config: Config,
     short_lived: bool = False,
     shared_classes: bool = False,
+    lean_jvm: bool = False,
 ) -> SparkSession.Builder:
-    """Apply the acker's Spark and Delta settings to ``builder`` and return it; ``short_lived``
-    tunes a JVM it starts for a few small queries; ``shared_classes`` has a local JVM map the
+    """Apply the acker's Spark and Delta settings to ``builder`` and return it; ``lean_jvm``
+    starts a JVM for a command-line verb (:data:`LEAN_JVM_OPTIONS`), and ``short_lived`` also
+    interprets its queries, for a few small ones; ``shared_classes`` has a local JVM map the
     class-data archive (:mod:`pipelines.class_data`), or write it at exit if there is none.
 
     Example: ``spark = configure_builder(SparkSession.builder, load_config()).getOrCreate()``.
@@ -133,8 +138,9 @@ def configure_builder(
     jars = ensure_delta_jars(_jar_cache(config)) if settings.delta_jars == "resolve" else []
     if jars:
         merged["spark.jars"] = ",".join(str(jar) for jar in jars)
+    if lean_jvm or short_lived:
+        java_options += " " + LEAN_JVM_OPTIONS
     if short_lived:
-        java_options += " " + SHORT_LIVED_JVM_OPTIONS
         merged.update(INTERPRETED_QUERIES)
     if shared_classes and jars and is_local and not settings.remote:
         merged["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
@@ -193,21 +199,26 @@ def _jvm_notice_dropped() -> Iterator[None]:
 
 
 def build_session(
-    config: Config, short_lived: bool = False, shared_classes: bool = False
+    config: Config,
+    short_lived: bool = False,
+    shared_classes: bool = False,
+    lean_jvm: bool = False,
 ) -> SparkSession:
-    """Get (or create) the session for ``config`` with its log level applied; ``short_lived``
-    and ``shared_classes``: see :func:`configure_builder` (the command line asks for the
-    archive; a caller that does must call :func:`finish_shared_classes` before it exits)."""
+    """Get (or create) the session for ``config`` with its log level applied; ``short_lived``,
+    ``shared_classes`` and ``lean_jvm``: see :func:`configure_builder` (the command line asks
+    for the archive; a caller that does must call :func:`finish_shared_classes` before it
+    exits)."""
     launches_jvm = not config.spark.remote.startswith("sc://") and SparkContext._gateway is None
     # A session already running (a notebook's, a test's) keeps its settings.
     short_lived = short_lived and launches_jvm
     shared_classes = shared_classes and launches_jvm
+    lean_jvm = lean_jvm and launches_jvm
     with warnings.catch_warnings(), _jvm_notice_dropped() if launches_jvm else nullcontext():
         # An embedded Connect server starts with every setting, then the client sets them all
         # again on its session and warns for each static one; the server already has them.
         warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
         spark = configure_builder(
-            SparkSession.builder, config, short_lived, shared_classes
+            SparkSession.builder, config, short_lived, shared_classes, lean_jvm
         ).getOrCreate()
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(config.spark.log_level)
