@@ -54,11 +54,11 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 # For the JVM of a command-line verb: the JIT's first tier only and the serial collector start
 # the JVM and its first queries about 30% sooner (status on the demo warehouse: session 10.8 ->
-# 8.7 s, first reads of Delta tables 16 -> 11 s), and cost a run nothing measurable up to 2*10^6
-# events (`acker run`, cold, 2.0*10^6 events: 52.2, 54.3 s against 51.3, 53.3 s; 5*10^5: 31.5,
-# 39.3 s against 42.8, 43.4 s; `acker tick` on the demo warehouse 22.0, 22.4 s against 26.9,
-# 29.5 s). A notebook's, a test's or a continuous run's session keeps the JVM's defaults: with
-# interpreted queries over hours of work the first tier's code is much slower (decisions.md).
+# 8.7 s, first reads of Delta tables 16 -> 11 s; `acker tick` on the demo warehouse 22.0, 22.4 s
+# against 26.9, 29.5 s), and cost a one-batch run nothing measurable up to 2*10^6 events (52.2,
+# 54.3 s against 51.3, 53.3 s). Warm, their code is slower (the demo's later micro-batches:
+# 10.3-11.0 s against 8.0-9.2 s). A notebook's, a test's or a continuous run's session keeps
+# the JVM's defaults: over hours of work the first tier's code costs more (decisions.md).
 LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # Spark SQL settings that interpret every query instead of generating and compiling Java code
