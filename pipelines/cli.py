@@ -28,8 +28,8 @@ __all__ = ["main"]
 _WRITERS = {"init", "run", "tick", "demo", "maintain"}
 # Verbs that run a few small queries and exit: they interpret their queries too.
 _SHORT_LIVED = {"status", "sql"}
-# Writers that end by refreshing the status record where the warehouse keeps one: an ingest's
-# appends leave it valid, and demo and `tick 0` end with a status.
+# Writers that end by refreshing the status record where the warehouse keeps one and they
+# outdated it: an ingest's appends leave it valid, and demo ends with a status.
 _REFRESHING_STATUS = {"run", "tick", "maintain"}
 
 
@@ -300,7 +300,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
                 f"now {table.files} files, {table.bytes} bytes"
             )
-    if args.verb in _REFRESHING_STATUS and not (args.verb == "tick" and args.count == 0):
+    if args.verb in _REFRESHING_STATUS:
         plain_say = None if getattr(args, "log_json", False) else say
         jobs.refresh_status_record(spark, config, plain_say)
     finish_shared_classes(spark, config, say)

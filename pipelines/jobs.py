@@ -499,10 +499,13 @@ def refresh_status_record(
     spark: SparkSession, config: Config, say: Callable[[str], None] | None = None
 ) -> bool:
     """Bring the status record up to the tables after a write, if :func:`status` has recorded
-    one for this warehouse: a warehouse whose status is read keeps answering it without Spark,
-    at the cost of a warm status per write (seconds); one whose status nobody asks for pays
-    nothing. Returns whether it refreshed; ``say`` hears that it does."""
+    one for this warehouse and the write outdated it: a warehouse whose status is read keeps
+    answering it without Spark, at the cost of a warm status per write (seconds); one whose
+    status nobody asks for pays nothing. Returns whether it refreshed; ``say`` hears that it
+    does."""
     if current_heads(config) is None or not status_record_path(config).exists():
+        return False
+    if load_status_figures(config) is not None:  # still current (`tick 0` ends with a status)
         return False
     if say is not None:
         say("refreshing the status record, which `acker status` reads without Spark")
