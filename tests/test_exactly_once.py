@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.cli import main
-from pipelines.engine import BATCHES_SCHEMA, Position, process_batch, read_position
+from pipelines.engine import BATCHES_SCHEMA, Position, process_batch, read_position, tick
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict, WriterBusy
 from pipelines.lock import lock_path
 from pipelines.tables import attach_tables
@@ -154,6 +154,28 @@ def test_the_position_the_writer_carries_is_what_the_tables_say_until_another_co
     completed = acker.table("completed").withColumn("batch_id", F.lit(2).cast("bigint"))
     completed.writeTo(acker.config.qualified("completed")).append()
     assert read_position(acker.spark, acker.config) == replace(expected, started_batch_id=2)
+
+
+def test_the_outcomes_the_writer_keeps_give_way_to_another_commit(acker: Harness) -> None:
+    spark, config = acker.spark, acker.config
+    process_batch(spark, config, events_df(acker, init(A, E1, 0), ack(A, E1, 5)), batch_id=0)
+    # Looked up in what the writer kept of its own batch 0: A's second ack is late.
+    process_batch(spark, config, events_df(acker, ack(A, E1, 6)), batch_id=1)
+    # A commit the writer did not make: B failed, as a restore of an older outcome would say.
+    restored = acker.table("completed").withColumn("anchor_id", F.lit(B).cast("bigint"))
+    restored.writeTo(config.qualified("failed")).append()
+    process_batch(
+        spark, config, events_df(acker, init(B, E2, 7), ack(B, E2, 8), init(C, E3, 9)), batch_id=2
+    )
+    # C expires at the ticks, which add it to what the writer keeps: its ack is late.
+    tick(spark, config, config.acker.buckets)
+    process_batch(spark, config, events_df(acker, ack(C, E3, 10)), batch_id=3)
+    late = acker.table("late_events").groupBy("anchor_id", "batch_id").count()
+    expected = spark.createDataFrame([(A, 1, 1), (B, 2, 2), (C, 3, 1)], late.schema)
+    assert_df_equality(late, expected, ignore_row_order=True, ignore_nullable=True)
+    assert {row["anchor_id"] for row in acker.table("completed").collect()} == {A}
+    assert {row["anchor_id"] for row in acker.table("expired").collect()} == {C}
+    assert acker.pending_ids() == set()
 
 
 def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
