@@ -8,18 +8,19 @@ classes on the JVM's class path are archived, so these JVMs put the Delta JARs t
 
 The archive's name hashes the Java installation and every JAR on the class path (name, size,
 modification time): after an upgrade the old archive no longer matches and a new one is
-written. A JVM checks an archive against its own class path and ignores one that does not
-match; its notices about the archive are switched off, since the JVM logs to stdout, where
-``acker sql`` prints its rows.
+written, and writing one removes those no verb has mapped for 30 days. A JVM checks an archive
+against its own class path and ignores one that does not match; its notices about the archive
+are switched off, since the JVM logs to stdout, where ``acker sql`` prints its rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from pyspark import SparkContext
@@ -32,6 +33,10 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 # A dump left by a JVM that was killed before it finished is removed after this long.
 _STALE_DUMP_S = 600
+
+# An archive no verb has mapped for this long (one for an upgraded Spark, or for a virtual
+# environment since removed: each is about 200 MB) is removed when a new one is written.
+UNUSED_ARCHIVE_S = 30 * 24 * 3600
 
 
 def _spark_jars() -> list[Path]:
@@ -59,12 +64,22 @@ def jvm_options(archive: Path) -> str:
     """The JVM options that map ``archive``, or, if there is none yet, write it at exit (to a
     file of this process's own, moved in place by :func:`finish_archive`)."""
     if archive.is_file():
+        # Its modification time is when a verb last mapped it (a shared cache another user
+        # owns keeps its own times).
+        with contextlib.suppress(OSError):
+            os.utime(archive)
         return f"-XX:SharedArchiveFile={archive} {_QUIET}"
     archive.parent.mkdir(parents=True, exist_ok=True)
-    for dump in archive.parent.glob("*.dump"):
-        if time.time() - dump.stat().st_mtime > _STALE_DUMP_S:
-            dump.unlink(missing_ok=True)
+    _remove_older(archive.parent.glob("*.dump"), _STALE_DUMP_S)
+    _remove_older(archive.parent.glob("*.jsa"), UNUSED_ARCHIVE_S)
     return f"-XX:ArchiveClassesAtExit={_dump_path(archive)} {_QUIET}"
+
+
+def _remove_older(paths: Iterable[Path], age_s: float) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > age_s:
+                path.unlink()
 
 
 def finish_archive(

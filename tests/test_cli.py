@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import jobs
-from pipelines.class_data import archive_path
+from pipelines.class_data import archive_path, jvm_options
 from pipelines.cli import _log_progress, main
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
@@ -337,3 +338,22 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
         if " org.apache.spark.sql.delta.DeltaLog " in line
     )
     assert "shared objects file" in delta_log, delta_log
+
+
+@pytest.mark.fast
+def test_writing_a_class_data_archive_removes_those_unused_for_30_days(tmp_path: Path) -> None:
+    folder = tmp_path / "class-data"
+    folder.mkdir()
+    now = time.time()
+    ages = {"unused.jsa": 31, "used-lately.jsa": 29, "other.txt": 400}
+    for name, days in ages.items():
+        (folder / name).write_bytes(b"x")
+        os.utime(folder / name, (now - days * 86400,) * 2)
+
+    # Mapping an archive marks it used.
+    assert jvm_options(folder / "used-lately.jsa").startswith("-XX:SharedArchiveFile=")
+    assert (folder / "used-lately.jsa").stat().st_mtime >= now
+    os.utime(folder / "used-lately.jsa", (now - 29 * 86400,) * 2)
+
+    assert jvm_options(folder / "new.jsa").startswith("-XX:ArchiveClassesAtExit=")
+    assert sorted(path.name for path in folder.iterdir()) == ["other.txt", "used-lately.jsa"]
