@@ -566,13 +566,15 @@ def process_batch(
         if rows or again:
             _write_batch_rows(df, config, table, batch_id, replace=again)
             crash_point(f"batch:{table}", batch_id)
-    resolved = [
-        outputs[outcome][1].select("anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS)
-        for outcome in ("completed", "failed")
-    ]
-    _keep_outcomes_written(
-        spark, config, min_epoch, resolved[0].unionByName(resolved[1]), replaced_batch=batch_id
-    )
+    # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
+    if summary["completed"] or summary["failed"] or again:
+        resolved = [
+            outputs[outcome][1].select("anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS)
+            for outcome in ("completed", "failed")
+        ]
+        _keep_outcomes_written(
+            spark, config, min_epoch, resolved[0].unionByName(resolved[1]), replaced_batch=batch_id
+        )
     if summary["rows_to_merge"]:
         if summary["rows_to_merge"] <= _BROADCAST_MERGE_ROWS:
             F.broadcast(state).createOrReplaceTempView("batch_state")
