@@ -288,8 +288,11 @@ def _keep_outcomes_written(
 
 
 def _same_session(kept: SparkSession, spark: SparkSession) -> bool:
-    """Whether two classic sessions are one (a stream hands each micro-batch a new Python
-    object for its session): a temp view of kept rows must be in the session that reads it."""
+    """Whether two sessions are one classic session (a stream hands each micro-batch a new
+    Python object for its session): a temp view of kept rows must be in the session that reads
+    it, and nothing is kept for a Spark Connect session."""
+    if is_connect(kept) or is_connect(spark):
+        return False
     return bool(kept._jsparkSession.equals(spark._jsparkSession))
 
 
