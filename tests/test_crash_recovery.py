@@ -102,6 +102,8 @@ def acker_process(conf: Path, *argv: str, crash_at: str | None = None) -> subpro
     """Start the real CLI as its own process group (so a crash takes its JVM down too)."""
     env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
     env["PYSPARK_PYTHON"] = sys.executable
+    # A killed JVM leaves its scratch folders behind: in the test's own folder, not in /tmp.
+    env["SPARK_LOCAL_DIRS"] = str(conf.parent / "spark-local")
     if crash_at is not None:
         env[CRASH_ENV] = crash_at
     return subprocess.Popen(
