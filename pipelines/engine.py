@@ -277,8 +277,10 @@ def _keep_outcomes_written(
     to the kept outcomes, if the writer kept them, and forget those older than ``min_epoch``."""
     key = str(schema_location(config))
     kept = _kept_outcomes.pop(key, None)
+    if kept is None or not _same_session(kept.rows.sparkSession, spark):
+        return
     heads = log_heads(config, _OUTCOME_TABLES)
-    if kept is None or heads is None or not _same_session(kept.rows.sparkSession, spark):
+    if heads is None:
         return
     rows = kept.rows.where(F.col("epoch") >= min_epoch)
     if replaced_batch is not None:
@@ -297,8 +299,8 @@ def _same_session(kept: SparkSession, spark: SparkSession) -> bool:
 
 
 def _forget_outcomes_unless_current(config: Config) -> None:
-    """Before the writer changes the outcome tables without a look-up first (a tick): forget
-    the kept outcomes if another's commit has made them stale."""
+    """Before the writer appends to the outcome tables without a look-up first (a tick's
+    expired rows): forget the kept outcomes if another's commit has made them stale."""
     key = str(schema_location(config))
     kept = _kept_outcomes.get(key)
     if kept is not None and kept.heads != log_heads(config, _OUTCOME_TABLES):
@@ -671,7 +673,6 @@ def _tick_to(
     epoch as its Delta ``txnVersion``, so a run finished after a crash, which starts from the
     same epoch, skips what the first attempt committed."""
     first_epoch = position.epoch + 1
-    _forget_outcomes_unless_current(config)
     run: dict[str, Any] = {
         "first_epoch": first_epoch,
         "target": target,
@@ -691,6 +692,7 @@ def _tick_to(
         else:
             expired = expired.join(reborn.select("anchor_id"), "anchor_id", "left_anti")
     if not expired.isEmpty():
+        _forget_outcomes_unless_current(config)
         append_idempotent(expired, config, "expired", "tick", first_epoch)
         crash_point("tick:expired", target)
         _keep_outcomes_written(
