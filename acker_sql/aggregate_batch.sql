@@ -13,9 +13,9 @@
 --       batch id (an earlier, interrupted or replayed attempt) contributes its `prev` values,
 --       any other pending row its current values. So applying a batch again, with the same or
 --       different content, gives what one application would.
--- Who runs it: pipelines.engine.process_batch.
--- Reads: the temp views classified_events (with `event_epoch`), batch_tombstones and
---        touched_pending (the rows of pending this batch touches, from select_touched_pending).
+-- Who runs it: pipelines.engine.plan_batch.
+-- Reads: the DataFrames {classified_events} (with `event_epoch`), {batch_tombstones} and
+--        {touched_pending} (the rows of pending this batch touches, from select_touched_pending).
 -- Parameters: :batch_id; :epoch, the current epoch; :refresh, reset (reset and fail events
 --             renew a tree's stamp, as Storm 2.x) | activity (every applied event does);
 --             :protocol, storm (an init of 0 alone completes its tree: Storm 2.x sends it for a
@@ -36,9 +36,9 @@
 --             nothing resolves without an init; fail wins over a zero checksum.
 with valid_events as (
     select e.*
-    from classified_events as e
+    from {classified_events} as e
     -- late for a tree resolved before the batch: within the tombstone window of its epoch
-    left anti join batch_tombstones as t
+    left anti join {batch_tombstones} as t
         on e.anchor_id = t.anchor_id
         and t.outcome_epoch >= e.event_epoch - :tombstone_epochs
     where e.quarantine_reason is null
@@ -86,7 +86,7 @@ bases as (
         -- pending before this batch minus pending in the table now, for this row
         cast(batch_id = :batch_id and prev is not null as int)
         - cast(batch_id = :batch_id and outcome is null as int) as pending_adjust
-    from touched_pending
+    from {touched_pending}
 ),
 
 -- A re-delivery is a key the tree already applied. Looking each key up in its tree's keys is

@@ -3,7 +3,7 @@
 --       pending stays within max_pending; newest by first event_time, then anchor_id. A tree
 --       without its init is never failed here (nothing is emitted for a tree before its init):
 --       it waits in pending, as Storm's acker holds it, and counts toward max_pending.
--- Who runs it: pipelines.engine.process_batch, only when the batch would overflow.
+-- Who runs it: pipelines.engine.plan_batch, only when the batch would overflow.
 -- Parameters: :excess, how many new unresolved trees must be refused (fewer are, when fewer
 --             new trees have their init).
 with ranked as (
@@ -16,7 +16,7 @@ with ranked as (
                     order by first_event_time desc, anchor_id desc
                 )
         end as newest_rank
-    from batch_state
+    from {batch_state}
 ),
 
 final as (

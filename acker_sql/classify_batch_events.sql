@@ -3,16 +3,16 @@
 --       valid: the input contract, input_contract.sql, or a reason decided before the batch)
 --       and normalises the value of fail/reset rows, which the acker ignores. Columns beyond
 --       the ack_events ones (ingest's file and line number) pass through unchanged.
--- Who runs it: pipelines.engine.process_batch over the temp view `batch_events`, and
+-- Who runs it: pipelines.engine.plan_batch, reading the DataFrame {batch_events}, and
 --              pipelines.ingest over the rows of one input file.
--- Reads: the temp view batch_events: ack_events rows plus `staged_reason`, a reason decided
+-- Reads: {batch_events}: ack_events rows plus `staged_reason`, a reason decided
 --        before the batch (the event_time stager's, see pipelines.staging), null otherwise.
 -- Parameters: none.
 -- Why `raw` only for quarantined rows: rendering every row as JSON made this step and the
 --     fingerprint take 20-23 s for 5M events instead of 4-7 s; valid rows need only
 --     `row_hash`, for the batch's fingerprint.
 with batch_rows as (
-    select * from batch_events
+    select * from {batch_events}
 ),
 
 reasoned as (

@@ -2,8 +2,8 @@
 -- What: the micro-batch's anchors that were resolved by an earlier batch or tick within the
 --       tombstone window; their events are late and change nothing. Outcome rows of this same
 --       batch id (an earlier attempt of it) are not tombstones: the batch recomputes them.
--- Who runs it: pipelines.engine.process_batch, over the temp views `batch_anchors` and
---              `window_outcomes` (select_window_outcomes.sql, or what the writer keeps of it).
+-- Who runs it: pipelines.engine.plan_batch, reading the DataFrames {batch_anchors} and
+--              {window_outcomes} (select_window_outcomes.sql, or what the writer keeps of it).
 -- Parameters: :batch_id; :min_epoch, the oldest epoch still remembered for the batch's first
 --             epoch (its epoch - tombstone_epochs).
 -- Output: per anchor, its latest outcome and that outcome's epoch, against which each event's
@@ -12,8 +12,8 @@
 --             because its events are late for as long as the outcome is remembered.
 with remembered as (
     select r.*
-    from window_outcomes as r
-    left semi join batch_anchors as b on r.anchor_id = b.anchor_id
+    from {window_outcomes} as r
+    left semi join {batch_anchors} as b on r.anchor_id = b.anchor_id
     where r.epoch >= :min_epoch and r.batch_id < :batch_id
 ),
 

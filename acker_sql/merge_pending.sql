@@ -4,10 +4,10 @@
 --       running the MERGE again (a crash before the batch committed, or a replay) changes
 --       nothing. Resolved trees keep their row, marked with the outcome, until the next batch
 --       purges it; trees that resolved within this batch without a row never get one.
--- Who runs it: pipelines.engine.process_batch.
+-- Who runs it: pipelines.engine.commit_batch.
 -- Parameters: :pending (table).
 merge into identifier(:pending) as t
-using batch_state as s
+using {batch_state} as s
 on t.anchor_id = s.anchor_id
 when matched and s.action in ('purge', 'drop') then delete
 when matched then update set

@@ -1,7 +1,7 @@
 -- select_ingest_quarantine.sql
 -- What: the rows of one input file that cannot be read or break the input contract, as text
 --       exactly as in the file, with the file, the line (or Parquet row) number and the reason.
--- Who runs it: pipelines.ingest, over the temp view `classified_events`.
+-- Who runs it: pipelines.ingest, reading the DataFrame {classified_events}.
 -- Parameters: :source, the file's path.
 select
     source_text as raw,
@@ -10,5 +10,5 @@ select
     source_row,
     cast(null as bigint) as batch_id,
     current_timestamp() as quarantined_at
-from classified_events
+from {classified_events}
 where read_problem is not null or quarantine_reason is not null

@@ -2,8 +2,8 @@
 -- What: the valid events of this micro-batch whose tree was already resolved, with that outcome:
 --       resolved before the batch, within the tombstone window of the event's epoch, or, in a
 --       pass over several epochs, by an earlier epoch of the pass (its `late_from`).
--- Who runs it: pipelines.engine.process_batch.
--- Reads: the temp views classified_events, batch_tombstones and batch_state.
+-- Who runs it: pipelines.engine.plan_batch.
+-- Reads: the DataFrames {classified_events}, {batch_tombstones} and {batch_state}.
 -- Parameters: :batch_id; :tombstone_epochs.
 with late as (
     select
@@ -11,8 +11,8 @@ with late as (
         t.outcome,
         t.outcome_reason,
         t.outcome_batch_id
-    from classified_events as e
-    inner join batch_tombstones as t
+    from {classified_events} as e
+    inner join {batch_tombstones} as t
         on e.anchor_id = t.anchor_id
         and t.outcome_epoch >= e.event_epoch - :tombstone_epochs
     where e.quarantine_reason is null
@@ -24,8 +24,8 @@ with late as (
         s.late_outcome as outcome,
         s.late_reason as outcome_reason,
         cast(:batch_id as bigint) as outcome_batch_id
-    from classified_events as e
-    inner join batch_state as s on e.anchor_id = s.anchor_id and e.event_epoch >= s.late_from
+    from {classified_events} as e
+    inner join {batch_state} as s on e.anchor_id = s.anchor_id and e.event_epoch >= s.late_from
     where e.quarantine_reason is null
 )
 

@@ -1,6 +1,6 @@
 -- select_quarantined_events.sql
 -- What: the rows of this micro-batch that break the input contract, whole, with their reason.
--- Who runs it: pipelines.engine.process_batch.
+-- Who runs it: pipelines.engine.plan_batch.
 -- Parameters: :batch_id; :source, the qualified ack_events table name.
 select
     raw,
@@ -9,5 +9,5 @@ select
     cast(null as bigint) as source_row,
     cast(:batch_id as bigint) as batch_id,
     current_timestamp() as quarantined_at
-from classified_events
+from {classified_events}
 where quarantine_reason is not null

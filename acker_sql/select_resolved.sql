@@ -1,6 +1,6 @@
 -- select_resolved.sql
 -- What: the outcome rows of the trees that resolved in this micro-batch, for one outcome table.
--- Who runs it: pipelines.engine.process_batch, once for completed and once for failed.
+-- Who runs it: pipelines.engine.plan_batch, once for completed and once for failed.
 -- Parameters: :outcome, completed | failed; :batch_id.
 -- Note: `epoch` is the epoch whose events resolved the tree (the batch's own, except in a
 --       pass over several epochs).
@@ -17,5 +17,5 @@ select
     cast(:batch_id as bigint) as batch_id,
     last_epoch as epoch,
     current_timestamp() as resolved_at
-from batch_state
+from {batch_state}
 where outcome = :outcome

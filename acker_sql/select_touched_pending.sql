@@ -2,16 +2,16 @@
 -- What: the rows of pending this micro-batch must read: the trees its valid, non-late events
 --       touch, rows an earlier attempt of this same batch wrote, and rows of trees resolved by
 --       an earlier batch (to purge).
--- Who runs it: pipelines.engine.process_batch, over the temp views `batch_anchors` and
---              `batch_tombstones`; it materialises the result once for aggregate_batch.
+-- Who runs it: pipelines.engine.plan_batch, reading the DataFrames {batch_anchors} and
+--              {batch_tombstones}; it materialises the result once for aggregate_batch.
 -- Parameters: :pending (table); :batch_id.
 -- Why its own step: aggregate_batch reads these rows twice (for seen keys and for the new
 --     state); reading pending here once instead of there twice halved the scan of a large
 --     pending table.
 with live_anchors as (
     select b.anchor_id
-    from batch_anchors as b
-    left anti join batch_tombstones as t on b.anchor_id = t.anchor_id
+    from {batch_anchors} as b
+    left anti join {batch_tombstones} as t on b.anchor_id = t.anchor_id
 )
 
 select p.*

@@ -1,6 +1,6 @@
 -- summarize_batch_state.sql
 -- What: the counts the batch log and the capacity guard need, in one pass over the new state.
--- Who runs it: pipelines.engine.process_batch.
+-- Who runs it: pipelines.engine.plan_batch.
 -- Parameters: none.
 -- Note: pending_adjust corrects the table's current pending count to the count before this
 --       batch when an earlier attempt of the same batch already wrote some rows.
@@ -18,4 +18,4 @@ select
     coalesce(sum(late_rows), 0) as late_in_pass,
     count_if(reborn) as reborn,
     count_if(action = 'upsert' and is_new) as new_trees
-from batch_state
+from {batch_state}

@@ -33,6 +33,7 @@ from pipelines.sql import relations_read_by, run_sql, run_sql_figures
 from pipelines.tables import LogHeads, log_heads, schema_location
 
 __all__ = [
+    "BatchPlan",
     "BatchResult",
     "EpochScale",
     "PassTooWide",
@@ -40,8 +41,10 @@ __all__ = [
     "TickResult",
     "append_idempotent",
     "classify_events",
+    "commit_batch",
     "committed_batch",
     "interrupted_tick",
+    "plan_batch",
     "position_after",
     "process_batch",
     "read_position",
@@ -349,7 +352,10 @@ def _write_batch_rows(
     """Write ``df`` as ``table``'s rows for ``batch_id``, in one commit: replacing whatever
     rows an earlier attempt of the batch wrote, or appended when there was none (which spares
     Delta the search for rows to replace)."""
-    writer = df.writeTo(config.qualified(table))
+    # The V2 writer analyses the DataFrame's parsed plan again, in which the DataFrames a
+    # statement read (sql.py) are names of views dropped since; a projection over the
+    # DataFrame carries its analysed plan instead.
+    writer = df.select("*").writeTo(config.qualified(table))
     if replace:
         writer.overwrite(F.col("batch_id") == F.lit(batch_id))
     else:
@@ -402,13 +408,10 @@ def _check_batch_order(config: Config, position: Position, batch_id: int) -> Non
 def classify_events(spark: SparkSession, config: Config, events: DataFrame) -> DataFrame:
     """``events`` (ack_events rows, with or without a ``staged_reason`` decided before the
     batch) tagged by classify_batch_events.sql with the reason each breaks the input contract,
-    and checkpointed; also bound as the temp view ``classified_events``."""
+    and checkpointed."""
     if "staged_reason" not in events.columns:
         events = events.withColumn("staged_reason", F.lit(None).cast("string"))
-    events.createOrReplaceTempView("batch_events")
-    classified = run_sql(spark, config, "classify_batch_events").localCheckpoint()
-    classified.createOrReplaceTempView("classified_events")
-    return classified
+    return run_sql(spark, config, "classify_batch_events", batch_events=events).localCheckpoint()
 
 
 def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
@@ -428,6 +431,29 @@ def position_after(result: BatchResult) -> Position:
         started_batch_id=None,
         unfinished_tick=None,
     )
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What applying one micro-batch writes, computed by :func:`plan_batch` without writing
+    anything; :func:`commit_batch` writes it."""
+
+    batch_id: int
+    epoch: int
+    through_epoch: int
+    again: bool
+    """Whether an earlier attempt of this batch id may have written rows, which it replaces."""
+    fingerprint: str
+    outputs: dict[str, tuple[int, DataFrame]]
+    """Per output table, in the order they are written: its row count and its rows."""
+    state: DataFrame
+    """The rows merge_pending.sql applies to ``pending`` (aggregate_batch.sql's output)."""
+    figures: dict[str, int]
+    """The batch's counts for its ``batches`` row, and ``rows_to_merge``."""
+    tombstone_from: int
+    """The oldest epoch of an outcome that still makes an event of the batch late."""
+    started: float
+    started_at: datetime
 
 
 def process_batch(
@@ -456,6 +482,21 @@ def process_batch(
     """
     if position is None:
         position = read_position(spark, config)
+    plan = plan_batch(spark, config, events, batch_id, position, through_epoch)
+    return None if plan is None else commit_batch(spark, config, plan)
+
+
+def plan_batch(
+    spark: SparkSession,
+    config: Config,
+    events: DataFrame,
+    batch_id: int,
+    position: Position,
+    through_epoch: int | None = None,
+) -> BatchPlan | None:
+    """The plan of :func:`process_batch`: classify the events, look up the state they touch,
+    fold it, and select the outcomes; ``None`` for a replay of the committed batch with the same
+    content. Each step's result is checkpointed and handed to the next by name."""
     _check_batch_order(config, position, batch_id)
     epoch = position.epoch
     through = epoch if through_epoch is None else through_epoch
@@ -463,11 +504,10 @@ def process_batch(
     started_at = _now()
     if "event_epoch" not in events.columns:
         events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
-    classify_events(spark, config, events)
-    input_row = run_sql(spark, config, "fingerprint_batch").first()
+    classified = classify_events(spark, config, events)
+    input_row = run_sql(spark, config, "fingerprint_batch", classified_events=classified).first()
     assert input_row is not None
     fingerprint = str(input_row["fingerprint"])
-    again = batch_id in (position.last_batch_id, position.started_batch_id)
     if batch_id == position.last_batch_id:
         committed = committed_batch(spark, config, batch_id)
         if committed["input_fingerprint"] == fingerprint:
@@ -478,17 +518,27 @@ def process_batch(
                 f"epoch {epoch}; a batch can only be applied again before the next tick"
             )
 
-    run_sql(spark, config, "select_batch_anchors").localCheckpoint().createOrReplaceTempView(
-        "batch_anchors"
-    )
-    min_epoch = epoch - config.acker.tombstone_epochs
-    _window_outcomes(spark, config, min_epoch).createOrReplaceTempView("window_outcomes")
-    tombstones = run_sql(
-        spark, config, "find_batch_tombstones", batch_id=batch_id, min_epoch=min_epoch
+    anchors = run_sql(
+        spark, config, "select_batch_anchors", classified_events=classified
     ).localCheckpoint()
-    tombstones.createOrReplaceTempView("batch_tombstones")
-    touched = run_sql(spark, config, "select_touched_pending", batch_id=batch_id).localCheckpoint()
-    touched.createOrReplaceTempView("touched_pending")
+    tombstone_from = epoch - config.acker.tombstone_epochs
+    tombstones = run_sql(
+        spark,
+        config,
+        "find_batch_tombstones",
+        batch_anchors=anchors,
+        window_outcomes=_window_outcomes(spark, config, tombstone_from),
+        batch_id=batch_id,
+        min_epoch=tombstone_from,
+    ).localCheckpoint()
+    touched = run_sql(
+        spark,
+        config,
+        "select_touched_pending",
+        batch_anchors=anchors,
+        batch_tombstones=tombstones,
+        batch_id=batch_id,
+    ).localCheckpoint()
     keys = F.greatest(F.size("applied_keys"), F.size("prev.applied_keys"))
     touched_counts = touched.agg(
         F.count_if(F.col("outcome").isNotNull()).alias("resolved"),
@@ -499,6 +549,9 @@ def process_batch(
         spark,
         config,
         "aggregate_batch",
+        classified_events=classified,
+        batch_tombstones=tombstones,
+        touched_pending=touched,
         batch_id=batch_id,
         epoch=epoch,
         refresh=config.acker.refresh,
@@ -509,9 +562,7 @@ def process_batch(
         buckets=config.acker.buckets,
         tombstone_epochs=config.acker.tombstone_epochs,
     ).localCheckpoint()
-    state.createOrReplaceTempView("batch_state")
-    summary = run_sql(spark, config, "summarize_batch_state").first()
-    assert summary is not None
+    summary = _summarize(spark, config, state)
     # Every resolved row of pending is among the touched rows, and Delta answers a whole
     # table's count from its log without reading the files: no scan of pending per batch.
     pending_before = (
@@ -522,24 +573,24 @@ def process_batch(
     # No epoch of a pass holds more trees than were pending plus every new one.
     crowded = pending_before + summary["new_trees"] > config.acker.max_pending
     if through > epoch and (summary["reborn"] or crowded):
-        _drop_batch_views(spark)
         raise PassTooWide(
             f"micro-batch {batch_id} cannot apply epochs {epoch} to {through} at once"
         )
-
     excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
     excess -= config.acker.max_pending
     if excess > 0:
-        state = run_sql(spark, config, "apply_capacity_guard", excess=excess).localCheckpoint()
-        state.createOrReplaceTempView("batch_state")
-        summary = run_sql(spark, config, "summarize_batch_state").first()
-        assert summary is not None
-    crash_point("batch:aggregated", batch_id)
+        state = run_sql(
+            spark, config, "apply_capacity_guard", batch_state=state, excess=excess
+        ).localCheckpoint()
+        summary = _summarize(spark, config, state)
 
     late = run_sql(
         spark,
         config,
         "select_late_events",
+        classified_events=classified,
+        batch_tombstones=tombstones,
+        batch_state=state,
         batch_id=batch_id,
         tombstone_epochs=config.acker.tombstone_epochs,
     )
@@ -551,79 +602,110 @@ def process_batch(
     outputs = {
         outcome: (
             summary[outcome],
-            run_sql(spark, config, "select_resolved", outcome=outcome, batch_id=batch_id),
+            run_sql(
+                spark,
+                config,
+                "select_resolved",
+                batch_state=state,
+                outcome=outcome,
+                batch_id=batch_id,
+            ),
         )
         for outcome in ("completed", "failed")
     }
     outputs["late_events"] = (late_count, late)
+    quarantined = int(input_row["quarantined"])
     outputs["quarantine"] = (
-        input_row["quarantined"],
+        quarantined,
         run_sql(
             spark,
             config,
             "select_quarantined_events",
+            classified_events=classified,
             batch_id=batch_id,
             source=config.qualified("ack_events"),
         ),
     )
+    figures = {
+        "events_in": int(summary["rows_in"]) + quarantined + late_count,
+        "events_applied": int(summary["applied"]),
+        "duplicates": int(summary["duplicates"]),
+        "quarantined": quarantined,
+        "late": late_count,
+        "completed": int(summary["completed"]),
+        "failed": int(summary["failed"]),
+        "overflowed": int(summary["overflowed"]),
+        "pending_inserted": int(summary["pending_inserted"]),
+        "pending_removed": int(summary["pending_removed"]),
+        "rows_to_merge": int(summary["rows_to_merge"]),
+    }
+    return BatchPlan(
+        batch_id=batch_id,
+        epoch=epoch,
+        through_epoch=through,
+        again=batch_id in (position.last_batch_id, position.started_batch_id),
+        fingerprint=fingerprint,
+        outputs=outputs,
+        state=state,
+        figures=figures,
+        tombstone_from=tombstone_from,
+        started=started,
+        started_at=started_at,
+    )
+
+
+def _summarize(spark: SparkSession, config: Config, state: DataFrame) -> Any:
+    summary = run_sql(spark, config, "summarize_batch_state", batch_state=state).first()
+    assert summary is not None  # an aggregate without grouping returns one row
+    return summary
+
+
+def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchResult:
+    """Write what ``plan`` computed, in the order that makes a crash between any two writes
+    recoverable: the outputs (each replacing its rows of an earlier attempt), the MERGE into
+    ``pending``, then the ``committed`` row of the batch log."""
+    batch_id, figures = plan.batch_id, plan.figures
     # A first attempt has nothing to replace, so it skips empty outputs.
-    for table, (rows, df) in outputs.items():
-        if rows or again:
-            _write_batch_rows(df, config, table, batch_id, replace=again)
+    for table, (rows, df) in plan.outputs.items():
+        if rows or plan.again:
+            _write_batch_rows(df, config, table, batch_id, replace=plan.again)
             crash_point(f"batch:{table}", batch_id)
     # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
-    if summary["completed"] or summary["failed"] or again:
+    if figures["completed"] or figures["failed"] or plan.again:
         resolved = [
-            outputs[outcome][1].select("anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS)
+            plan.outputs[outcome][1].select(
+                "anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS
+            )
             for outcome in ("completed", "failed")
         ]
         _keep_outcomes_written(
-            spark, config, min_epoch, resolved[0].unionByName(resolved[1]), replaced_batch=batch_id
+            spark,
+            config,
+            plan.tombstone_from,
+            resolved[0].unionByName(resolved[1]),
+            replaced_batch=batch_id,
         )
-    if summary["rows_to_merge"]:
-        if summary["rows_to_merge"] <= _BROADCAST_MERGE_ROWS:
-            F.broadcast(state).createOrReplaceTempView("batch_state")
-        run_sql(spark, config, "merge_pending").collect()
+    if figures["rows_to_merge"]:
+        small = figures["rows_to_merge"] <= _BROADCAST_MERGE_ROWS
+        state = F.broadcast(plan.state) if small else plan.state
+        run_sql(spark, config, "merge_pending", batch_state=state).collect()
         crash_point("batch:merged", batch_id)
 
     result = BatchResult(
         batch_id=batch_id,
         status="committed",
-        epoch=epoch,
-        input_fingerprint=fingerprint,
-        started_at=started_at,
+        epoch=plan.epoch,
+        input_fingerprint=plan.fingerprint,
+        started_at=plan.started_at,
         finished_at=_now(),
-        duration_ms=int((time.monotonic() - started) * 1000),
-        events_in=int(summary["rows_in"]) + int(input_row["quarantined"]) + late_count,
-        events_applied=int(summary["applied"]),
-        duplicates=int(summary["duplicates"]),
-        quarantined=int(input_row["quarantined"]),
-        late=late_count,
-        completed=int(summary["completed"]),
-        failed=int(summary["failed"]),
-        overflowed=int(summary["overflowed"]),
-        pending_inserted=int(summary["pending_inserted"]),
-        pending_removed=int(summary["pending_removed"]),
-        through_epoch=through,
+        duration_ms=int((time.monotonic() - plan.started) * 1000),
+        through_epoch=plan.through_epoch,
+        **{key: value for key, value in figures.items() if key != "rows_to_merge"},
     )
-    _log_batch(spark, config, result, replace=again)
+    _log_batch(spark, config, result, replace=plan.again)
     crash_point("batch:committed", batch_id)
     _remember_position(config, position_after(result))
-    _drop_batch_views(spark)
     return result
-
-
-def _drop_batch_views(spark: SparkSession) -> None:
-    for view in (
-        "batch_events",
-        "classified_events",
-        "batch_anchors",
-        "window_outcomes",
-        "batch_tombstones",
-        "touched_pending",
-        "batch_state",
-    ):
-        spark.catalog.dropTempView(view)
 
 
 def tick(

@@ -295,10 +295,18 @@ def ingest(
     accepted = quarantined = skipped = 0
     for index, file in enumerate(files, start=1):
         rows = _source_rows(file, fmt, progress)
-        classify_events(spark, config, spark.createDataFrame(rows, _SOURCE_SCHEMA))
+        classified = classify_events(spark, config, spark.createDataFrame(rows, _SOURCE_SCHEMA))
         outputs = {
-            "ack_events": run_sql(spark, config, "select_ingested_events"),
-            "quarantine": run_sql(spark, config, "select_ingest_quarantine", source=str(file)),
+            "ack_events": run_sql(
+                spark, config, "select_ingested_events", classified_events=classified
+            ),
+            "quarantine": run_sql(
+                spark,
+                config,
+                "select_ingest_quarantine",
+                classified_events=classified,
+                source=str(file),
+            ),
         }
         counts = {table: df.count() for table, df in outputs.items()}
         app = f"ingest/{_file_digest(file)}"
@@ -315,8 +323,6 @@ def ingest(
         else:
             skipped += 1
             outcome = "already ingested, skipped"
-        for view in ("batch_events", "classified_events"):
-            spark.catalog.dropTempView(view)
         if progress is not None:
             progress(f"[{index}/{len(files)}] {file}: {outcome}")
     return IngestReport(

@@ -9,12 +9,17 @@ Over Spark Connect, Delta's SQL parser leaves every parameter unbound (the same 
 session's ``parameterSubstitution.constantsOnly`` setting works around in a classic session does
 not reach the Connect server's path), so :func:`sql_with_args` renders each value as a typed SQL
 literal in the client instead.
+
+A statement that reads a DataFrame of the caller's (an earlier step's result) names it
+``{name}``, PySpark's own notation for ``spark.sql(text, name=df)``, and gets it as a parameter
+of the same name: it is bound for that one statement, never left in the session for another.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
@@ -28,6 +33,7 @@ from pipelines.session import is_connect
 __all__ = [
     "TABLES",
     "VIEWS",
+    "frames_read",
     "load_sql",
     "quoted_table",
     "relations_read",
@@ -104,6 +110,8 @@ _LEXEME_OR_PARAMETER = re.compile(_LEXEME + r"|(?<![:\w]):([A-Za-z_]\w*)")
 # A lexeme, or a statement separator (group 1).
 _LEXEME_OR_SEMICOLON = re.compile(_LEXEME + r"|(;)")
 _COMMENT = re.compile(r"--[^\n]*")
+# A lexeme, a DataFrame the statement reads (its name in group 1), or a brace (group 2).
+_LEXEME_FRAME_OR_BRACE = re.compile(_LEXEME + r"|\{([A-Za-z_]\w*)\}|([{}])")
 
 
 _INCLUDE = re.compile(r"\{\{include (\w+)\}\}")
@@ -155,11 +163,38 @@ def _inline_args(text: str, args: dict[str, Any]) -> str:
     return _LEXEME_OR_PARAMETER.sub(render, text)
 
 
-def sql_with_args(spark: SparkSession, text: str, args: dict[str, Any]) -> DataFrame:
-    """``spark.sql(text, args=args)``; over Spark Connect with the values inlined as literals."""
+def frames_read(text: str) -> set[str]:
+    """The names of the DataFrames ``text`` reads: each ``{name}`` outside comments and quotes."""
+    return {found[1] for found in _LEXEME_FRAME_OR_BRACE.finditer(text) if found[1]}
+
+
+def _formattable(text: str) -> str:
+    """``text`` as PySpark's SQL formatter takes it: every brace doubled but those of a
+    ``{name}`` the statement reads."""
+
+    def render(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return match.group(0)
+        return match.group(0).replace("{", "{{").replace("}", "}}")
+
+    return _LEXEME_FRAME_OR_BRACE.sub(render, text)
+
+
+def sql_with_args(
+    spark: SparkSession,
+    text: str,
+    args: dict[str, Any],
+    frames: Mapping[str, DataFrame] | None = None,
+) -> DataFrame:
+    """``spark.sql(text, args=args)``; over Spark Connect with the values inlined as literals.
+    Each ``{name}`` in ``text`` reads ``frames[name]``, for this statement alone: PySpark binds
+    it as a temp view of a unique name and drops it once the statement is analysed (over Spark
+    Connect, as a relation sent with the statement)."""
     if is_connect(spark):
-        return spark.sql(_inline_args(text, args))
-    return spark.sql(text, args=args)
+        text, args = _inline_args(text, args), {}
+    if not frames:
+        return spark.sql(text, args=args)
+    return spark.sql(_formattable(text), args=args, **frames)
 
 
 def quoted_table(config: Config, table: str) -> str:
@@ -173,14 +208,18 @@ def table_args(config: Config) -> dict[str, str]:
     return {name: config.qualified(name) for name in [*TABLES, *VIEWS]}
 
 
-def _bound(config: Config, name: str, text: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The parameters ``text`` (of ``acker_sql/<name>.sql``) uses, with their values."""
-    wanted = _parameters(text)
+def _bound(
+    config: Config, name: str, text: str, params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, DataFrame]]:
+    """The parameters ``text`` (of ``acker_sql/<name>.sql``) uses, with their values, and the
+    DataFrames it reads, by name."""
+    wanted, read = _parameters(text), frames_read(text)
     available = {**table_args(config), **params}
-    missing = sorted(wanted - set(available))
+    frames = {key: value for key, value in params.items() if isinstance(value, DataFrame)}
+    missing = sorted((wanted - set(available)) | (read - set(frames)))
     if missing:
         raise KeyError(f"{name}.sql needs parameters {missing}")
-    return {key: available[key] for key in sorted(wanted)}
+    return {key: available[key] for key in sorted(wanted)}, {key: frames[key] for key in read}
 
 
 def run_sql(
@@ -194,12 +233,15 @@ def run_sql(
     ``literals`` fill ``{{name}}`` slots where Spark's grammar takes no parameter marker
     (LOCATION), each rendered by :func:`string_literal`.
 
-    Example: ``run_sql(spark, config, "delete_expired", cutoff=4)``.
+    A DataFrame among ``params`` is what the statement's ``{name}`` of that name reads.
+
+    Examples: ``run_sql(spark, config, "delete_expired", cutoff=4)``,
+    ``run_sql(spark, config, "summarize_batch_state", batch_state=state)``.
     """
     text = load_sql(name)
     for key, value in (literals or {}).items():
         text = text.replace("{{" + key + "}}", string_literal(value))
-    return sql_with_args(spark, text, _bound(config, name, text, params))
+    return sql_with_args(spark, text, *_bound(config, name, text, params))
 
 
 def split_statements(text: str) -> list[str]:
@@ -222,7 +264,7 @@ def run_sql_figures(
     statements = split_statements(load_sql(name))
 
     def first_row(text: str) -> dict[str, Any]:
-        row = sql_with_args(spark, text, _bound(config, name, text, params)).first()
+        row = sql_with_args(spark, text, *_bound(config, name, text, params)).first()
         assert row is not None, f"a statement of {name}.sql returned no row"
         return row.asDict()
 

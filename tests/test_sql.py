@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.sql import load_sql, relations_read, relations_read_by, split_statements
+from pipelines.sql import (
+    _formattable,
+    frames_read,
+    load_sql,
+    relations_read,
+    relations_read_by,
+    split_statements,
+)
 
 
 @pytest.mark.fast
@@ -62,3 +69,16 @@ def test_a_query_reads_the_relations_it_names_and_what_their_views_read() -> Non
         "quarantine",
         "ack_events",
     }
+
+
+@pytest.mark.fast
+def test_a_statement_reads_the_dataframes_it_names_outside_comments_and_quotes() -> None:
+    text = "select '{a}', `{b}` from {events} join {state} on true -- {c}\n"
+    assert frames_read(text) == {"events", "state"}
+
+
+@pytest.mark.fast
+def test_braces_that_name_no_dataframe_reach_spark_as_written() -> None:
+    text = "select '{a}', map('k', 1)['k'] as \"{x}\" from {events} where s like '%}' -- {c}"
+    formattable = _formattable(text)
+    assert formattable.format(events="v") == text.replace("{events}", "v")
