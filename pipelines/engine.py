@@ -448,6 +448,9 @@ class BatchPlan:
     """Per output table, in the order they are written: its row count and its rows."""
     state: DataFrame
     """The rows merge_pending.sql applies to ``pending`` (aggregate_batch.sql's output)."""
+    checkpoints: tuple[DataFrame, ...]
+    """The earlier steps the outputs read: over Spark Connect a checkpoint lasts only as long
+    as the DataFrame object that made it."""
     figures: dict[str, int]
     """The batch's counts for its ``batches`` row, and ``rows_to_merge``."""
     tombstone_from: int
@@ -647,6 +650,7 @@ def plan_batch(
         fingerprint=fingerprint,
         outputs=outputs,
         state=state,
+        checkpoints=(classified, tombstones),
         figures=figures,
         tombstone_from=tombstone_from,
         started=started,
