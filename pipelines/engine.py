@@ -669,6 +669,7 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     recoverable: the outputs (each replacing its rows of an earlier attempt), the MERGE into
     ``pending``, then the ``committed`` row of the batch log."""
     batch_id, figures = plan.batch_id, plan.figures
+    crash_point("batch:aggregated", batch_id)
     # A first attempt has nothing to replace, so it skips empty outputs.
     for table, (rows, df) in plan.outputs.items():
         if rows or plan.again:
