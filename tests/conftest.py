@@ -11,9 +11,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config, parse_config
+from pipelines.jobs import open_tables
 from pipelines.session import INTERPRETED_QUERIES, build_session, is_connect
 from pipelines.tables import create_tables
-from tests.acker_harness import Harness
+from tests.acker_harness import Harness, copy_warehouse
 
 # Settings for many tiny micro-batches on a small machine.
 TEST_SPARK_CONF = {
@@ -81,14 +82,24 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def blank_warehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """The tables `acker init` creates, made once per test process: a test's acker starts from
+    a copy of them, attached under its own schema (0.6 s against 2 s to create them)."""
+    config = make_config(tmp_path_factory.mktemp("blank") / "warehouse", "acker_blank")
+    create_tables(spark, config)
+    return config
+
+
 @pytest.fixture
-def acker_factory(spark: SparkSession, tmp_path: Path):  # type: ignore[no-untyped-def]
-    """Build a fresh acker (tables created) with the given [acker] settings."""
+def acker_factory(spark: SparkSession, tmp_path: Path, blank_warehouse: Config):  # type: ignore[no-untyped-def]
+    """Build a fresh acker (a copy of the blank warehouse) with the given [acker] settings."""
     made = itertools.count()
 
     def build(**acker: object) -> Harness:
         config = make_config(tmp_path / f"warehouse{next(made)}", **acker)
-        create_tables(spark, config)
+        copy_warehouse(blank_warehouse, config)
+        open_tables(spark, config)
         return Harness(spark, config)
 
     return build
