@@ -32,7 +32,7 @@ from pipelines import jobs
 from pipelines.cli import main
 from pipelines.config import Config
 from pipelines.engine import BatchResult, TickResult, read_position
-from pipelines.faults import CRASH_ENV, CRASH_POINTS
+from pipelines.faults import CRASH_ENV, CRASH_LOG_ENV, CRASH_POINTS
 from pipelines.staging import SLICE_SPAN
 from pipelines.tables import create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
@@ -62,6 +62,13 @@ STAGE_POINTS = [p for p in CRASH_POINTS if p.startswith("stage:")]
 CRASHED_STREAM_BATCH, CRASHED_BATCH, CRASHED_TICK = 1, SLICE_SPAN, 2
 
 DONE, STUCK, FAILING, CLOCK, QUICK = 9001, 9002, 9003, 9004, 9005
+
+
+def crash_target(point: str) -> str:
+    """``point@id``: the step at the template's crashed stream batch, micro-batch or tick."""
+    kind = point.split(":")[0]
+    ident = {"stage": CRASHED_STREAM_BATCH, "batch": CRASHED_BATCH, "tick": CRASHED_TICK}[kind]
+    return f"{point}@{ident}"
 
 
 def micro_batches(spec: WorkloadSpec) -> list[list[Event]]:
@@ -98,9 +105,14 @@ def clone(
     return config, write_conf(config, destination / "acker.toml")
 
 
-def acker_process(conf: Path, *argv: str, crash_at: str | None = None) -> subprocess.Popen[str]:
-    """Start the real CLI as its own process group (so a crash takes its JVM down too)."""
-    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+def acker_process(
+    conf: Path, *argv: str, crash_at: str | None = None, reached: Path | None = None
+) -> subprocess.Popen[str]:
+    """Start the real CLI as its own process group (so a crash takes its JVM down too); it
+    notes the crash points it reaches in ``reached``, if given."""
+    env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, CRASH_LOG_ENV)}
+    if reached is not None:
+        env[CRASH_LOG_ENV] = str(reached)
     env["PYSPARK_PYTHON"] = sys.executable
     # A killed JVM leaves its scratch folders behind: in the test's own folder, not in /tmp.
     env["SPARK_LOCAL_DIRS"] = str(conf.parent / "spark-local")
@@ -121,8 +133,8 @@ def finish(process: subprocess.Popen[str]) -> tuple[int, str]:
     return process.returncode, err
 
 
-def run_acker(conf: Path, crash_at: str | None = None) -> int:
-    code, err = finish(acker_process(conf, "run", crash_at=crash_at))
+def run_acker(conf: Path, crash_at: str | None = None, reached: Path | None = None) -> int:
+    code, err = finish(acker_process(conf, "run", crash_at=crash_at, reached=reached))
     assert code in (0, -signal.SIGKILL), err[-3000:]
     return code
 
@@ -132,6 +144,8 @@ class Template:
     config: Config
     reference: Config
     expired_at_crashed_tick: int
+    reached: list[str]
+    """The crash points the uninterrupted run passed, as ``step@id``."""
 
 
 # Schema names no test's own warehouse takes (those are numbered): a worker that attaches the
@@ -157,9 +171,11 @@ def template(
             reference = make_config(root / "reference" / "warehouse", REFERENCE_SCHEMA, **SEMANTICS)
             for attached in (config, reference):
                 jobs.open_tables(spark, attached, views=())
-            return Template(config, reference, json.loads(built.read_text())["expired"])
+            found = json.loads(built.read_text())
+            return Template(config, reference, found["expired"], found["reached"])
         template = build_template(spark, root)
-        built.write_text(json.dumps({"expired": template.expired_at_crashed_tick}))
+        found = {"expired": template.expired_at_crashed_tick, "reached": template.reached}
+        built.write_text(json.dumps(found))
         return template
 
 
@@ -173,10 +189,12 @@ def build_template(spark: SparkSession, root: Path) -> Template:
     # The uninterrupted run is a real process too; on a fresh machine its JVM, which exits
     # normally, writes the class-data archive that every crashed run then starts from.
     reference, conf = clone(spark, config, root / "reference", REFERENCE_SCHEMA)
-    assert run_acker(conf) == 0
+    reached = root / "reached.txt"
+    assert run_acker(conf, reached=reached) == 0
     tick = spark.table(reference.qualified("ticks")).where(f"epoch = {CRASHED_TICK}").first()
     assert tick is not None
-    return Template(config, reference, tick["expired_timeout"] + tick["expired_no_init"])
+    expired = tick["expired_timeout"] + tick["expired_no_init"]
+    return Template(config, reference, expired, reached.read_text().split())
 
 
 def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spark) -> None:  # type: ignore[no-untyped-def]
@@ -193,6 +211,8 @@ def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spa
     assert batch["through_epoch"] > batch["epoch"]
     assert template.expired_at_crashed_tick > 0
     assert_resolved_once(spark, template.reference)
+    # every step the cases below kill a run at, the uninterrupted run passed
+    assert {crash_target(point) for point in CRASH_POINTS} <= set(template.reached)
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
@@ -200,9 +220,7 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
     point: str, template: Template, spark: SparkSession, tmp_path: Path
 ) -> None:
     config, conf = clone(spark, template.config, tmp_path)
-    kind = point.split(":")[0]
-    ident = {"stage": CRASHED_STREAM_BATCH, "batch": CRASHED_BATCH, "tick": CRASHED_TICK}[kind]
-    assert run_acker(conf, crash_at=f"{point}@{ident}") == -signal.SIGKILL
+    assert run_acker(conf, crash_at=crash_target(point)) == -signal.SIGKILL
 
     half_done = read_position(spark, config)
     if point == "batch:aggregated":  # before the batch's first write: nothing to finish
