@@ -352,10 +352,7 @@ def _write_batch_rows(
     """Write ``df`` as ``table``'s rows for ``batch_id``, in one commit: replacing whatever
     rows an earlier attempt of the batch wrote, or appended when there was none (which spares
     Delta the search for rows to replace)."""
-    # The V2 writer analyses the DataFrame's parsed plan again, in which the DataFrames a
-    # statement read (sql.py) are names of views dropped since; a projection over the
-    # DataFrame carries its analysed plan instead.
-    writer = df.select("*").writeTo(config.qualified(table))
+    writer = df.writeTo(config.qualified(table))
     if replace:
         writer.overwrite(F.col("batch_id") == F.lit(batch_id))
     else:
@@ -448,11 +445,12 @@ class BatchPlan:
     """Per output table, in the order they are written: its row count and its rows."""
     state: DataFrame
     """The rows merge_pending.sql applies to ``pending`` (aggregate_batch.sql's output)."""
+    rows_to_merge: int
     checkpoints: tuple[DataFrame, ...]
     """The earlier steps the outputs read: over Spark Connect a checkpoint lasts only as long
     as the DataFrame object that made it."""
     figures: dict[str, int]
-    """The batch's counts for its ``batches`` row, and ``rows_to_merge``."""
+    """The batch's counts for its ``batches`` row."""
     tombstone_from: int
     """The oldest epoch of an outcome that still makes an event of the batch late."""
     started: float
@@ -640,7 +638,6 @@ def plan_batch(
         "overflowed": int(summary["overflowed"]),
         "pending_inserted": int(summary["pending_inserted"]),
         "pending_removed": int(summary["pending_removed"]),
-        "rows_to_merge": int(summary["rows_to_merge"]),
     }
     return BatchPlan(
         batch_id=batch_id,
@@ -650,6 +647,7 @@ def plan_batch(
         fingerprint=fingerprint,
         outputs=outputs,
         state=state,
+        rows_to_merge=int(summary["rows_to_merge"]),
         checkpoints=(classified, tombstones),
         figures=figures,
         tombstone_from=tombstone_from,
@@ -690,8 +688,8 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
             resolved[0].unionByName(resolved[1]),
             replaced_batch=batch_id,
         )
-    if figures["rows_to_merge"]:
-        small = figures["rows_to_merge"] <= _BROADCAST_MERGE_ROWS
+    if plan.rows_to_merge:
+        small = plan.rows_to_merge <= _BROADCAST_MERGE_ROWS
         state = F.broadcast(plan.state) if small else plan.state
         run_sql(spark, config, "merge_pending", batch_state=state).collect()
         crash_point("batch:merged", batch_id)
@@ -705,7 +703,7 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
         finished_at=_now(),
         duration_ms=int((time.monotonic() - plan.started) * 1000),
         through_epoch=plan.through_epoch,
-        **{key: value for key, value in figures.items() if key != "rows_to_merge"},
+        **figures,
     )
     _log_batch(spark, config, result, replace=plan.again)
     crash_point("batch:committed", batch_id)

@@ -189,12 +189,15 @@ def sql_with_args(
     """``spark.sql(text, args=args)``; over Spark Connect with the values inlined as literals.
     Each ``{name}`` in ``text`` reads ``frames[name]``, for this statement alone: PySpark binds
     it as a temp view of a unique name and drops it once the statement is analysed (over Spark
-    Connect, as a relation sent with the statement)."""
+    Connect, as a relation sent with the statement, where a checkpoint among ``frames`` lasts
+    only as long as its DataFrame object: the caller keeps it while the result is used)."""
     if is_connect(spark):
         text, args = _inline_args(text, args), {}
     if not frames:
         return spark.sql(text, args=args)
-    return spark.sql(_formattable(text), args=args, **frames)
+    # Spark's V2 writer (``writeTo``) analyses a DataFrame's parsed plan again, where each frame
+    # is the name of a view dropped since; a projection over the result carries its analysed plan.
+    return spark.sql(_formattable(text), args=args, **frames).select("*")
 
 
 def quoted_table(config: Config, table: str) -> str:
