@@ -27,12 +27,13 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     sizes = figures["sizes"]
     assert [row["pending"] for row in figures["state_scaling"]] == sizes["scaling_pending"]
     for row in figures["state_scaling"]:
-        assert len(row["times_s"]) == sizes["scaling_runs"]
+        assert len(row["times_s"]) == sizes["scaling_runs"] and row["delta_floor_s"] > 0
     assert len(figures["end_to_end"]) == len(sizes["batch_events"])
     for row in figures["end_to_end"]:
         assert row["events"] >= 0.9 * min(sizes["batch_events"])
         assert row["micro_batch_s"] > 0 and row["floor_s"] > 0 and row["duckdb_s"] > 0
-        assert row["dedup_floor_s"] > 0
+        assert row["dedup_floor_s"] > 0 and row["delta_floor_s"] > 0
+        assert row["least_dedup_ratio"] > 1
         assert row["completed"] > 0 and row["failed"] > 0 and row["overflowed"] == 0
         # a fifth of the trees continue seeded ones: the MERGE updates rows as well
         assert row["merge_updated"] > 0 and row["merge_inserted"] > 0
@@ -52,6 +53,10 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     assert size["over_information"] > 0
     less = figures["small_batches_less_state"]
     assert less["runs"] == sizes["small_runs"] and less["pending"] < small["pending"]
+    for batches in (small, less):
+        floor = batches["delta_floor"]
+        assert set(floor) == {"touched_s", "merge_s", "appends_s", "total_s"}
+        assert min(floor.values()) > 0
     largest, smallest = sizes["scaling_pending"][-1], sizes["scaling_pending"][0]
     backfills = figures["backfills"]
     assert [(b["hours"], b["events"]) for b in backfills] == [
@@ -72,6 +77,12 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         f"{sizes['overdue_ticks']} overdue ticks / one tick",
         f"hot tree over {sizes['hot_tree_batches']} batches: slowest / fastest batch",
     ] + [f"backfill of {b['hours']} h ({b['events']:,} events) seconds" for b in backfills]
+    shape_floors = {target["target"]: target["shape_floor"] for target in figures["targets"]}
+    assert shape_floors["micro-batch / dedup floor, largest batch"] > 1
+    assert (
+        shape_floors[f"small-batch median seconds, pending {less['pending']:,}"]
+        == (less["delta_floor"]["total_s"])
+    )
     assert figures["ticks"]["pending"] == sizes["tick_pending"]
     assert figures["ticks"]["overdue_s"] > 0 and figures["ticks"]["one_tick_s"] > 0
     # the idempotency window drops every id older than it from the checkpoint
