@@ -503,9 +503,10 @@ def refresh_status_record(
     answering it without Spark, at the cost of a warm status per write (seconds); one whose
     status nobody asks for pays nothing. Returns whether it refreshed; ``say`` hears that it
     does."""
-    if current_heads(config) is None or not status_record_path(config).exists():
+    heads = current_heads(config)
+    if heads is None or not status_record_path(config).exists():
         return False
-    if load_status_figures(config) is not None:  # still current (`tick 0` ends with a status)
+    if load_status_figures(config, heads) is not None:  # still current (`tick 0` ends with one)
         return False
     if say is not None:
         say("refreshing the status record, which `acker status` reads without Spark")

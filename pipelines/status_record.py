@@ -69,10 +69,11 @@ def save_status_figures(config: Config, heads: LogHeads, figures: dict[str, Any]
         os.replace(written, path)
 
 
-def load_status_figures(config: Config) -> dict[str, Any] | None:
-    """The recorded figures brought up to the tables' current commits, or ``None`` where only
-    the tables can tell them."""
-    heads = current_heads(config)
+def load_status_figures(config: Config, heads: LogHeads | None = None) -> dict[str, Any] | None:
+    """The recorded figures brought up to the tables' current commits (``heads``, where the
+    caller has just listed them), or ``None`` where only the tables can tell them."""
+    if heads is None:
+        heads = current_heads(config)
     if heads is None:
         return None
     try:
