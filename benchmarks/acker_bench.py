@@ -68,7 +68,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines import jobs
 from pipelines.config import AckerSettings, Config, parse_config
-from pipelines.engine import BatchResult, append_idempotent
+from pipelines.engine import BROADCAST_MERGE_ROWS, BatchResult, append_idempotent
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import INTERPRETED_QUERIES, build_session
 from pipelines.sql import TABLES, quoted_table
@@ -388,7 +388,7 @@ class Bench:
                 self.spark.table(pending).join(F.broadcast(anchors), "anchor_id").localCheckpoint()
             )
         # broadcast when small, as the acker's own MERGE does
-        source = F.broadcast(touched) if touched.count() <= 50_000 else touched
+        source = F.broadcast(touched) if touched.count() <= BROADCAST_MERGE_ROWS else touched
         with stopwatch() as merge_took:
             self.spark.sql(
                 "merge into identifier(:pending) as t using {source} as s"

@@ -33,6 +33,7 @@ from pipelines.sql import relations_read_by, run_sql, run_sql_figures
 from pipelines.tables import LogHeads, log_heads, schema_location
 
 __all__ = [
+    "BROADCAST_MERGE_ROWS",
     "BatchPlan",
     "BatchResult",
     "EpochScale",
@@ -59,7 +60,7 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 # of pending; broadcasting a small batch's new state instead took a MERGE into 10^7 pending
 # trees from 5.1-5.8 s to 1.2-3.0 s. A row of batch_state holds a tree's new and previous
 # values, an estimated 200 bytes, so 50,000 rows stay near Spark's default 10 MB broadcast.
-_BROADCAST_MERGE_ROWS = 50_000
+BROADCAST_MERGE_ROWS = 50_000
 
 # Above this many applied keys a tree's re-deliveries are found by one hashed intersection with
 # the batch's keys rather than a search per event (aggregate_batch.sql): a scan of 64 longs is
@@ -689,7 +690,7 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
             replaced_batch=batch_id,
         )
     if plan.rows_to_merge:
-        small = plan.rows_to_merge <= _BROADCAST_MERGE_ROWS
+        small = plan.rows_to_merge <= BROADCAST_MERGE_ROWS
         state = F.broadcast(plan.state) if small else plan.state
         run_sql(spark, config, "merge_pending", batch_state=state).collect()
         crash_point("batch:merged", batch_id)

@@ -26,7 +26,7 @@ def test_pipeline_equals_model(  # type: ignore[no-untyped-def]
     acker_factory, monkeypatch, seed: int, settings: dict[str, object], broadcast_merge: bool
 ) -> None:
     if not broadcast_merge:
-        monkeypatch.setattr(engine, "_BROADCAST_MERGE_ROWS", 0)
+        monkeypatch.setattr(engine, "BROADCAST_MERGE_ROWS", 0)
     acker: Harness = acker_factory(**settings)
     model = AckerModel(**settings)  # type: ignore[arg-type]
     spec = WorkloadSpec(trees=300, batches=4, seed=seed)
