@@ -1,6 +1,6 @@
 """Benchmarks of the acker's micro-batch, on this machine, in one run.
 
-Run ``./dev bench`` (the default sizes, about 15 minutes on 2 cores) or ``./dev bench --quick``
+Run ``./dev bench`` (the default sizes, about 25 minutes on 2 cores) or ``./dev bench --quick``
 (tiny sizes, to check that every measurement runs). Figures are printed as a table and saved as
 JSON and a PNG chart in ``--out`` (default ``benchmarks/results``).
 
