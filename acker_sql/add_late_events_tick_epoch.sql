@@ -6,5 +6,5 @@
 --              only where the column is missing.
 -- Parameters: :table.
 alter table identifier(:table) add columns (
-    tick_epoch bigint comment 'null when a micro-batch found the event late; else the epoch of the tick that found it, in an entry opened after its anchor''s tombstone window that expired without init'
+    tick_epoch bigint comment 'null when a micro-batch found the event late; else the epoch of the tick that found it, in an entry without init that an earlier acker opened for an anchor that already had an outcome'
 )

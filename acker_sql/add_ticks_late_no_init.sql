@@ -6,5 +6,5 @@
 --              only where the column is missing.
 -- Parameters: :table.
 alter table identifier(:table) add columns (
-    late_no_init bigint comment 'entries without init of anchors that already had an outcome: their events went to late_events, not to expired'
+    late_no_init bigint comment 'entries without init that an earlier acker opened for anchors that already had an outcome: their events went to late_events, not to expired'
 )

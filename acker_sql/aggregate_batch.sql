@@ -23,24 +23,21 @@
 --             Ok that brings the checksum back to 0 completes the tree); :large_tree_keys, the
 --             key count above which a tree's re-deliveries are found by intersection;
 --             :large_trees, whether any touched row holds more keys than that; :multi_epoch,
---             whether the events span several epochs; :buckets and :tombstone_epochs, as
---             configured.
+--             whether the events span several epochs; :buckets, as configured.
 -- Output: one row per anchor to write, with `action`: upsert (new state, resolved or not),
 --         drop (a row only an earlier attempt of this batch created) or purge (a tree resolved
 --         by an earlier batch, whose row can go now that the batch is committed); for a tree
 --         whose later events the fold did not apply, `late_from` (the first such epoch) and
---         the outcome they are late for; `reborn`, whether an event of the pass came after
---         that outcome's tombstone window (the pass cannot apply it: its caller goes epoch by
---         epoch instead).
+--         the outcome they are late for, however much later they came: an anchor gets one
+--         outcome; `first_epoch`, the epoch of its first applied events (the capacity guard of
+--         a pass counts pending per epoch from it, find_crowded_epoch.sql).
 -- Edge cases: bit_xor of no rows is NULL, hence coalesce(.., 0); an init value of 0 is valid;
 --             nothing resolves without an init; fail wins over a zero checksum.
 with valid_events as (
     select e.*
     from {classified_events} as e
-    -- late for a tree resolved before the batch: within the tombstone window of its epoch
-    left anti join {batch_tombstones} as t
-        on e.anchor_id = t.anchor_id
-        and t.outcome_epoch >= e.event_epoch - :tombstone_epochs
+    -- late for a tree resolved before the batch, however long before
+    left anti join {batch_tombstones} as t on e.anchor_id = t.anchor_id
     where e.quarantine_reason is null
     -- One shuffle by anchor serves both aggregations below: without it the events are
     -- shuffled per (anchor, type, value) and again per anchor (about 40% of the aggregate).
@@ -377,9 +374,8 @@ final as (
         end as late_reason,
         try_element_at(late_parts, 1).epoch as late_from,
         aggregate(late_parts, cast(0 as bigint), (n, p) -> n + p.rows_in) as late_rows,
-        -- an event after the tombstone window of the tree's outcome: a new tree for that
-        -- anchor, which a pass does not apply
-        exists(late_parts, p -> p.epoch > outcome_epoch + :tombstone_epochs) as reborn
+        -- the epoch whose events first applied to the tree: when a new tree entered pending
+        try_element_at(applied_parts, 1).epoch as first_epoch
     from split
 )
 

@@ -1,8 +1,8 @@
 -- create_late_events.sql
--- What: events that arrived for a tree already resolved within the tombstone window; they change
---       nothing. Also the events of an entry that an event after the window opened and that
---       expired without init: its anchor already has an outcome, so the tick that would have
---       expired it writes them here (tick_epoch), never to expired.
+-- What: events that arrived for a tree already resolved, however long before; they change
+--       nothing (an anchor gets one outcome). Also the events of an entry without init that an
+--       earlier acker, which forgot outcomes after a window, opened for such an anchor: the
+--       tick that would have expired it writes them here (tick_epoch), never to expired.
 -- Who runs it: `acker init`.
 -- Parameters: :table.
 -- Invariants: every anchor_id is in completed, failed or expired, resolved by
@@ -20,7 +20,7 @@ create table if not exists identifier(:table) (
     outcome_reason   string    comment 'the earlier outcome''s reason',
     outcome_batch_id bigint    comment 'batch that wrote the earlier outcome',
     batch_id         bigint    comment 'micro-batch in which the late event arrived (for a tick''s rows: the batch that last wrote the entry)',
-    tick_epoch       bigint    comment 'null when a micro-batch found the event late; else the epoch of the tick that found it, in an entry opened after its anchor''s tombstone window that expired without init'
+    tick_epoch       bigint    comment 'null when a micro-batch found the event late; else the epoch of the tick that found it, in an entry without init that an earlier acker opened for an anchor that already had an outcome'
 )
 using delta
 comment 'batch acker: late events for already-resolved tuple trees'

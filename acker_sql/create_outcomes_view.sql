@@ -2,8 +2,7 @@
 -- What: the three outcome tables as one, with an `outcome` column.
 -- Who runs it: `acker init` and every session start, with the acker schema as current schema.
 -- Parameters: :view, the qualified view name.
--- Invariants: one row per resolution; anchor_id appears once unless a tree resolved again
---             after its tombstone window (tombstone_epochs) had passed.
+-- Invariants: one row per resolution; anchor_id appears once: an anchor gets one outcome.
 create or replace view identifier(:view) (
     outcome          comment 'completed | failed | expired: the table the row comes from',
     anchor_id        comment 'the tuple tree''s root id',

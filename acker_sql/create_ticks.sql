@@ -10,7 +10,7 @@ create table if not exists identifier(:table) (
     expired_timeout bigint    comment 'trees expired with reason timeout',
     expired_no_init bigint    comment 'trees expired with reason no_init',
     last_batch_id   bigint    comment 'last micro-batch applied before the tick (-1 if none)',
-    late_no_init    bigint    comment 'entries without init of anchors that already had an outcome: their events went to late_events, not to expired'
+    late_no_init    bigint    comment 'entries without init that an earlier acker opened for anchors that already had an outcome: their events went to late_events, not to expired'
 )
 using delta
 comment 'batch acker: epoch ticks'

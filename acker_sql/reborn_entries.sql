@@ -1,7 +1,8 @@
 -- reborn_entries.sql
 -- What: the entries without init that a run of ticks expires although their anchor already has
---       an outcome from before the run: an event that came after the anchor's tombstone window
---       opened a new entry, and no init followed. Per such anchor, its latest earlier outcome.
+--       an outcome from before the run: an earlier acker, which forgot outcomes after a window
+--       of epochs, opened a new entry for an event after it, and no init followed. Per such
+--       anchor, its latest earlier outcome.
 --       An anchor gets one outcome, so these never reach `expired`: the tick leaves them out,
 --       and select_reborn_late_events.sql writes their events to late_events.
 -- Who runs it: pipelines.engine.tick, only when the run expires an entry without init (it

@@ -1,10 +1,10 @@
 -- select_late_events.sql
 -- What: the valid events of this micro-batch whose tree was already resolved, with that outcome:
---       resolved before the batch, within the tombstone window of the event's epoch, or, in a
---       pass over several epochs, by an earlier epoch of the pass (its `late_from`).
+--       resolved before the batch, however long before, or, in a pass over several epochs, by
+--       an earlier epoch of the pass (its `late_from`).
 -- Who runs it: pipelines.engine.plan_batch.
 -- Reads: the DataFrames {classified_events}, {batch_tombstones} and {batch_state}.
--- Parameters: :batch_id; :tombstone_epochs.
+-- Parameters: :batch_id.
 with late as (
     select
         e.*,
@@ -12,9 +12,7 @@ with late as (
         t.outcome_reason,
         t.outcome_batch_id
     from {classified_events} as e
-    inner join {batch_tombstones} as t
-        on e.anchor_id = t.anchor_id
-        and t.outcome_epoch >= e.event_epoch - :tombstone_epochs
+    inner join {batch_tombstones} as t on e.anchor_id = t.anchor_id
     where e.quarantine_reason is null
 
     union all

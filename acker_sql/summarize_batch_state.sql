@@ -15,7 +15,5 @@ select
     count_if(action = 'upsert' and not is_new and outcome is not null) as pending_removed,
     coalesce(sum(pending_adjust), 0) as pending_adjust,
     count_if(in_table or outcome is null) as rows_to_merge,
-    coalesce(sum(late_rows), 0) as late_in_pass,
-    count_if(reborn) as reborn,
-    count_if(action = 'upsert' and is_new) as new_trees
+    coalesce(sum(late_rows), 0) as late_in_pass
 from {batch_state}

@@ -71,7 +71,6 @@ class AckerSettings:
     allowed_lateness_s: float = 0.0
     max_event_skew_s: float = 30 * 24 * 3600.0
     max_pending: int = 10_000_000
-    tombstone_epochs: int = 10
     max_files_per_batch: int = 1000
     max_epochs_per_pass: int = 100_000
 
@@ -170,6 +169,12 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
     d = AckerSettings()
+    if "tombstone_epochs" in raw:
+        raise ConfigError(
+            f"acker.tombstone_epochs = {raw['tombstone_epochs']!r}: no longer a setting; an "
+            "anchor's outcome is remembered as long as the outcome tables keep it, so its later "
+            "events are always late (docs/semantics.md): remove the key"
+        )
     _check_keys("acker", raw, set(AckerSettings.__dataclass_fields__))
     settings = AckerSettings(
         buckets=_take("acker", raw, "buckets", int, d.buckets),
@@ -180,7 +185,6 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         allowed_lateness_s=_take("acker", raw, "allowed_lateness_s", float, d.allowed_lateness_s),
         max_event_skew_s=_take("acker", raw, "max_event_skew_s", float, d.max_event_skew_s),
         max_pending=_take("acker", raw, "max_pending", int, d.max_pending),
-        tombstone_epochs=_take("acker", raw, "tombstone_epochs", int, d.tombstone_epochs),
         max_files_per_batch=_take("acker", raw, "max_files_per_batch", int, d.max_files_per_batch),
         max_epochs_per_pass=_take("acker", raw, "max_epochs_per_pass", int, d.max_epochs_per_pass),
     )
@@ -205,12 +209,6 @@ def _parse_acker(raw: dict[str, Any]) -> AckerSettings:
         )
     if settings.max_pending < 1:
         raise ConfigError(f"acker.max_pending = {settings.max_pending}: must be >= 1")
-    # A late event is recognised for at least as long as a live tree can wait for one.
-    if settings.tombstone_epochs < settings.buckets:
-        raise ConfigError(
-            f"acker.tombstone_epochs = {settings.tombstone_epochs}: "
-            f"must be >= acker.buckets ({settings.buckets})"
-        )
     if settings.max_files_per_batch < 1:
         raise ConfigError(
             f"acker.max_files_per_batch = {settings.max_files_per_batch}: must be >= 1"

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -122,9 +122,16 @@ class BatchResult:
 
 
 class PassTooWide(Exception):
-    """A pass over several epochs that cannot be folded exactly: an anchor starts a new tree
-    after its outcome's tombstone window within the pass, or the capacity guard could fire in
-    one of its epochs. Raised before the pass writes anything; apply fewer epochs at once."""
+    """A pass over several epochs that cannot be folded exactly: the capacity guard could fire
+    at the end of its epoch ``crowded_epoch``. Raised before the pass writes anything: apply
+    the epochs before it as a pass, and that epoch on its own, where the guard is exact."""
+
+    def __init__(self, batch_id: int, epoch: int, through: int, crowded_epoch: int) -> None:
+        super().__init__(
+            f"micro-batch {batch_id} cannot apply epochs {epoch} to {through} at once: more "
+            f"than max_pending trees could be pending at the end of epoch {crowded_epoch}"
+        )
+        self.crowded_epoch = crowded_epoch
 
 
 @dataclass(frozen=True)
@@ -223,20 +230,26 @@ def _keep_position(config: Config, heads: LogHeads | None, position: Position) -
         _known_positions[str(schema_location(config))] = (heads, position)
 
 
-# The outcome tables, whose rows of the tombstone window decide which events are late, and the
-# columns of those rows the decision reads, besides the anchor and the outcome.
+# The outcome tables, whose anchors' events are late, and the columns of their rows a late
+# event's row carries, besides the anchor and the outcome.
 _OUTCOME_TABLES = ("completed", "expired", "failed")
-_OUTCOME_KEYS = ("reason", "batch_id", "epoch")
+_OUTCOME_KEYS = ("reason", "batch_id")
+
+# Kept outcomes are a union of checkpointed parts, one per write: adding a write's rows costs
+# what they do, not what the history does, and a read of many parts is compacted into one.
+_MAX_KEPT_PARTS = 16
 
 
 @dataclass(frozen=True)
 class _KeptOutcomes:
-    """The outcome rows from ``min_epoch`` on, as the writer last read or wrote them, and the
-    outcome tables' log heads after that."""
+    """Every outcome row (select_outcome_anchors.sql's columns), as the writer last read or
+    wrote them, and the outcome tables' log heads after that."""
 
     heads: LogHeads
-    min_epoch: int
-    rows: DataFrame
+    parts: tuple[DataFrame, ...]
+
+    def rows(self) -> DataFrame:
+        return reduce(DataFrame.unionByName, self.parts)
 
 
 # By schema folder. A micro-batch that follows the writer's own last writes looks its anchors up
@@ -245,9 +258,9 @@ class _KeptOutcomes:
 _kept_outcomes: dict[str, _KeptOutcomes] = {}
 
 
-def _window_outcomes(spark: SparkSession, config: Config, min_epoch: int) -> DataFrame:
-    """The rows of ``completed``, ``failed`` and ``expired`` from ``min_epoch`` on (columns of
-    select_window_outcomes.sql), from memory where the tables are as the writer left them."""
+def _outcome_anchors(spark: SparkSession, config: Config) -> DataFrame:
+    """Every row of ``completed``, ``failed`` and ``expired`` (columns of
+    select_outcome_anchors.sql), from memory where the tables are as the writer left them."""
     key = str(schema_location(config))
     heads = None if is_connect(spark) else log_heads(config, _OUTCOME_TABLES)
     kept = _kept_outcomes.pop(key, None)
@@ -255,42 +268,45 @@ def _window_outcomes(spark: SparkSession, config: Config, min_epoch: int) -> Dat
         heads is not None
         and kept is not None
         and kept.heads == heads
-        and kept.min_epoch <= min_epoch
-        and _same_session(kept.rows.sparkSession, spark)
+        and _same_session(kept.parts[0].sparkSession, spark)
     ):
+        if len(kept.parts) > _MAX_KEPT_PARTS:
+            kept = replace(kept, parts=(kept.rows().localCheckpoint(),))
         _kept_outcomes[key] = kept
-        return kept.rows
-    rows = run_sql(spark, config, "select_window_outcomes", min_epoch=min_epoch)
+        return kept.rows()
+    rows = run_sql(spark, config, "select_outcome_anchors")
     if heads is None:
         return rows
     # Kept with the heads from before the read: a commit during it makes the next look-up miss.
     rows = rows.localCheckpoint()
-    _kept_outcomes[key] = _KeptOutcomes(heads, min_epoch, rows)
+    _kept_outcomes[key] = _KeptOutcomes(heads, (rows,))
     return rows
 
 
 def _keep_outcomes_written(
     spark: SparkSession,
     config: Config,
-    min_epoch: int,
     written: DataFrame,
     replaced_batch: int | None = None,
 ) -> None:
-    """After the writer appended ``written`` (rows of select_window_outcomes.sql's columns) to
-    the outcome tables, replacing the completed and failed rows of ``replaced_batch``: add them
-    to the kept outcomes, if the writer kept them, and forget those older than ``min_epoch``."""
+    """After the writer appended ``written`` (rows of select_outcome_anchors.sql's columns) to
+    the outcome tables, replacing the completed and failed rows of ``replaced_batch`` (an
+    earlier attempt of the batch that wrote them): add them to the kept outcomes, if the writer
+    kept them."""
     key = str(schema_location(config))
     kept = _kept_outcomes.pop(key, None)
-    if kept is None or not _same_session(kept.rows.sparkSession, spark):
+    if kept is None or not _same_session(kept.parts[0].sparkSession, spark):
         return
     heads = log_heads(config, _OUTCOME_TABLES)
     if heads is None:
         return
-    rows = kept.rows.where(F.col("epoch") >= min_epoch)
+    parts = kept.parts
     if replaced_batch is not None:
-        rows = rows.where((F.col("outcome") == "expired") | (F.col("batch_id") != replaced_batch))
-    rows = rows.unionByName(written).localCheckpoint()
-    _kept_outcomes[key] = _KeptOutcomes(heads, max(kept.min_epoch, min_epoch), rows)
+        earlier = kept.rows().where(
+            (F.col("outcome") == "expired") | (F.col("batch_id") != replaced_batch)
+        )
+        parts = (earlier.localCheckpoint(),)
+    _kept_outcomes[key] = _KeptOutcomes(heads, (*parts, written.localCheckpoint()))
 
 
 def _same_session(kept: SparkSession, spark: SparkSession) -> bool:
@@ -452,8 +468,6 @@ class BatchPlan:
     as the DataFrame object that made it."""
     figures: dict[str, int]
     """The batch's counts for its ``batches`` row."""
-    tombstone_from: int
-    """The oldest epoch of an outcome that still makes an event of the batch late."""
     started: float
     started_at: datetime
 
@@ -523,15 +537,13 @@ def plan_batch(
     anchors = run_sql(
         spark, config, "select_batch_anchors", classified_events=classified
     ).localCheckpoint()
-    tombstone_from = epoch - config.acker.tombstone_epochs
     tombstones = run_sql(
         spark,
         config,
         "find_batch_tombstones",
         batch_anchors=anchors,
-        window_outcomes=_window_outcomes(spark, config, tombstone_from),
+        outcome_anchors=_outcome_anchors(spark, config),
         batch_id=batch_id,
-        min_epoch=tombstone_from,
     ).localCheckpoint()
     touched = run_sql(
         spark,
@@ -562,7 +574,6 @@ def plan_batch(
         large_trees=touched_counts["large"] > 0,
         multi_epoch=through > epoch,
         buckets=config.acker.buckets,
-        tombstone_epochs=config.acker.tombstone_epochs,
     ).localCheckpoint()
     summary = _summarize(spark, config, state)
     # Every resolved row of pending is among the touched rows, and Delta answers a whole
@@ -572,15 +583,24 @@ def plan_batch(
         - touched_counts["resolved"]
         + summary["pending_adjust"]
     )
-    # No epoch of a pass holds more trees than were pending plus every new one.
-    crowded = pending_before + summary["new_trees"] > config.acker.max_pending
-    if through > epoch and (summary["reborn"] or crowded):
-        raise PassTooWide(
-            f"micro-batch {batch_id} cannot apply epochs {epoch} to {through} at once"
-        )
+    # A pass checks each of its epochs, and where none is crowded the guard is idle in all;
+    # a single epoch applies the guard itself.
+    if through > epoch:
+        crowded = run_sql_figures(
+            spark,
+            config,
+            "find_crowded_epoch",
+            batch_state=state,
+            pending_before=pending_before,
+            max_pending=config.acker.max_pending,
+            buckets=config.acker.buckets,
+            through=through,
+        )["crowded_epoch"]
+        if crowded is not None:
+            raise PassTooWide(batch_id, epoch, through, int(crowded))
     excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
     excess -= config.acker.max_pending
-    if excess > 0:
+    if through == epoch and excess > 0:
         state = run_sql(
             spark, config, "apply_capacity_guard", batch_state=state, excess=excess
         ).localCheckpoint()
@@ -594,7 +614,6 @@ def plan_batch(
         batch_tombstones=tombstones,
         batch_state=state,
         batch_id=batch_id,
-        tombstone_epochs=config.acker.tombstone_epochs,
     )
     # Late events are rare: without tombstones or events a pass left unapplied there are none,
     # and counting them would read every event of the batch again.
@@ -651,7 +670,6 @@ def plan_batch(
         rows_to_merge=int(summary["rows_to_merge"]),
         checkpoints=(classified, tombstones),
         figures=figures,
-        tombstone_from=tombstone_from,
         started=started,
         started_at=started_at,
     )
@@ -685,9 +703,8 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
         _keep_outcomes_written(
             spark,
             config,
-            plan.tombstone_from,
             resolved[0].unionByName(resolved[1]),
-            replaced_batch=batch_id,
+            replaced_batch=batch_id if plan.again else None,
         )
     if plan.rows_to_merge:
         small = plan.rows_to_merge <= BROADCAST_MERGE_ROWS
@@ -768,8 +785,9 @@ def _tick_to(
         spark, config, "select_expired", last_batch_id=position.last_batch_id, **run
     ).localCheckpoint()
     # An entry without init whose anchor already has an outcome gets no second one: its events
-    # are late. Rare (an event after its tree's tombstone window, and no init after it), and
-    # finding it reads the outcome tables, so only where the run expires an entry without init.
+    # are late. Only an acker that opened entries after a tombstone window left such entries
+    # (a micro-batch now finds every earlier outcome); finding them reads the outcome tables,
+    # so only where the run expires an entry without init.
     reborn = None
     if not expired.where(F.col("reason") == "no_init").isEmpty():
         reborn = run_sql(spark, config, "reborn_entries", **run).localCheckpoint()
@@ -784,7 +802,6 @@ def _tick_to(
         _keep_outcomes_written(
             spark,
             config,
-            target - config.acker.tombstone_epochs,
             expired.select("anchor_id", F.lit("expired").alias("outcome"), *_OUTCOME_KEYS),
         )
     if reborn is not None:

@@ -263,9 +263,9 @@ def drain(
 ) -> list[TickResult]:
     """Apply the staged events the watermark allows, in passes over as many epochs as
     ``acker.max_epochs_per_pass`` lets, each followed by the ticks to its last epoch; return
-    the ticks. Where a pass cannot fold its epochs exactly (:class:`PassTooWide`) the drain
-    halves it, and keeps that width, down to one epoch: the rule the passes reproduce. The
-    caller holds the writer lock."""
+    the ticks. Where the capacity guard could fire in an epoch of a pass
+    (:class:`PassTooWide`), the epochs before it are a pass and that epoch one of its own,
+    where the guard applies exactly. The caller holds the writer lock."""
     position = engine.read_position(spark, config)
     clock = config.acker.clock
     if clock == "event_time":
@@ -282,6 +282,7 @@ def drain(
         lateness_us = 0
     grid = None if clock == "event_time" else scale
     width = config.acker.max_epochs_per_pass
+    crowded_limit: int | None = None
     ticks: list[TickResult] = []
 
     def heard(result: BatchResult | list[TickResult] | None) -> None:
@@ -345,11 +346,16 @@ def drain(
                 "acker.tick_interval_s or lower acker.max_files_per_batch"
             )
         through = max(position.epoch, min(watermark_epoch, position.epoch + width - 1))
+        if crowded_limit is not None:
+            through = min(through, crowded_limit)
         try:
             result = _apply_slice(spark, config, scale, position, slice_id, through)
-        except PassTooWide:
-            width = max(1, (through - position.epoch + 1) // 2)
+        except PassTooWide as crowded:
+            # The epochs before the crowded one as a pass, then that epoch on its own, where
+            # the capacity guard is exact; the passes after it are as wide as before.
+            crowded_limit = max(position.epoch, crowded.crowded_epoch - 1)
             continue
+        crowded_limit = None
         heard(result)
         position = position if result is None else position_after(result)
         if started is not None:  # then on to the stream batches staged after it

@@ -78,13 +78,11 @@ class AckerModel:
         buckets: int = 3,
         refresh: str = "reset",
         protocol: str = "storm",
-        tombstone_epochs: int = 10,
         max_pending: int = 10_000_000,
     ) -> None:
         self.buckets = buckets
         self.refresh = refresh
         self.protocol = protocol
-        self.tombstone_epochs = tombstone_epochs
         self.max_pending = max_pending
         self.epoch = 0
         self.last_batch_id = -1
@@ -95,6 +93,7 @@ class AckerModel:
         self.late: list[tuple[Event, str]] = []
         self.quarantined: list[tuple[Event, str]] = []
         self.duplicates = 0
+        self.most_pending = 0  # the most trees pending at the end of any micro-batch
         # one row per tick: (epoch, expired_timeout, expired_no_init, late_no_init)
         self.ticks: list[tuple[int, int, int, int]] = []
 
@@ -126,12 +125,11 @@ class AckerModel:
         return self.protocol == "storm" or entry.applied != {("init", 0)}
 
     def _is_late(self, anchor: int, batch_id: int) -> tuple[str, str] | None:
+        """An anchor gets one outcome: every later event of it is late, however much later."""
         if anchor in self.pending or anchor not in self.resolved:
             return None
-        kind, reason, resolved_batch, resolved_epoch = self.resolved[anchor]
-        if resolved_epoch >= self.epoch - self.tombstone_epochs and resolved_batch < batch_id:
-            return kind, reason
-        return None
+        kind, reason, resolved_batch, _ = self.resolved[anchor]
+        return (kind, reason) if resolved_batch < batch_id else None
 
     def batch(self, batch_id: int, events: list[Event]) -> None:
         live_at_start = set(self.pending)
@@ -210,27 +208,21 @@ class AckerModel:
             resolutions.append(("failed", self._outcome(anchor, entry, "overflow", batch_id)))
         for kind, outcome in resolutions:
             self._resolve(kind, outcome)
+        self.most_pending = max(self.most_pending, len(self.pending))
         self.last_batch_id = batch_id
 
     def tick(self, count: int = 1) -> None:
         for _ in range(count):
             self.epoch += 1
             expired = {"timeout": 0, "no_init": 0}
-            late_entries = 0
             for anchor, entry in list(self.pending.items()):
                 if entry.epoch + self.buckets > self.epoch:
-                    continue
-                if not entry.has_init and anchor in self.resolved:
-                    # an entry opened after the anchor's tombstone window: one outcome only
-                    kind = self.resolved[anchor][0]
-                    self.late.extend((e, kind) for e in entry.events)
-                    del self.pending[anchor]
-                    late_entries += 1
                     continue
                 reason = "timeout" if entry.has_init else "no_init"
                 expired[reason] += 1
                 self._resolve("expired", self._outcome(anchor, entry, reason, self.last_batch_id))
-            self.ticks.append((self.epoch, expired["timeout"], expired["no_init"], late_entries))
+            # no entry is ever opened for an anchor with an outcome: none is late at a tick
+            self.ticks.append((self.epoch, expired["timeout"], expired["no_init"], 0))
 
 
 class EventTimeModel:

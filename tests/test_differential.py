@@ -17,7 +17,7 @@ from tests.model import AckerModel
     [
         (1, {"buckets": 3, "refresh": "reset"}, True),
         (2, {"buckets": 2, "refresh": "activity", "protocol": "fsshelter"}, True),
-        (3, {"buckets": 3, "refresh": "reset", "tombstone_epochs": 3, "max_pending": 30}, True),
+        (3, {"buckets": 3, "refresh": "reset", "max_pending": 30}, True),
         # batches too large to broadcast into the MERGE take its shuffled join instead
         (4, {"buckets": 3, "refresh": "activity"}, False),
     ],

@@ -3,6 +3,7 @@ micro-batches they arrive in, so a backfill gives the outcomes the live run gave
 
 from __future__ import annotations
 
+import random
 import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 from pipelines import jobs
 from pipelines.errors import CheckpointMismatch, ClockMismatch
 from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
-from pipelines.workload import Event
+from pipelines.workload import Event, new_id
 from tests.acker_harness import (
     BASE_TIME,
     Harness,
@@ -85,41 +86,56 @@ def test_a_pass_applies_a_backfill_s_epochs_at_once_as_epoch_by_epoch_would(acke
     assert [tuple(r) for r in batches.collect()] == [(0, "committed", 0, 3, 5, 1, 1)]
 
 
+def slow_trees_and_late_inits(seed: int, count: int, interval_s: int) -> list[Event]:
+    """What a real topology adds to :func:`epoch_spanning_trees`: trees whose last acks come 4
+    to 12 epochs late, long after they expired, and trees whose acks come first, expire
+    ``no_init``, and get their init 5 to 9 epochs later."""
+    rng = random.Random(seed)
+    interval_ms = interval_s * 1000
+    events = []
+    for number in range(count):
+        anchor_id, edges = new_id(rng), [new_id(rng), new_id(rng)]
+        start = rng.randrange(4 * interval_ms)
+        if number % 2:
+            events.append(init(anchor_id, edges[0] ^ edges[1], start))
+            events.append(ack(anchor_id, edges[0], start + 500))
+            events.append(ack(anchor_id, edges[1], start + rng.randrange(4, 13) * interval_ms))
+        else:
+            events.append(ack(anchor_id, edges[0], start))
+            events.append(init(anchor_id, edges[0], start + rng.randrange(5, 10) * interval_ms))
+    return events
+
+
 @pytest.mark.parametrize(
-    ("refresh", "reborn"),
+    ("refresh", "realistic"),
     [("reset", False), ("activity", True)],
-    ids=["refresh-reset", "refresh-activity-with-an-anchor-reborn"],
+    ids=["refresh-reset", "refresh-activity-slow-trees-late-inits-crowded"],
 )
-def test_passes_over_many_epochs_equal_the_model(acker_factory, refresh, reborn) -> None:  # type: ignore[no-untyped-def]
-    semantics = {
-        "clock": "event_time",
-        "tick_interval_s": 10.0,
-        "buckets": 2,
-        "tombstone_epochs": 2,
-        "allowed_lateness_s": 10.0,
-        "refresh": refresh,
-    }
+def test_passes_over_many_epochs_equal_the_model(acker_factory, refresh, realistic) -> None:  # type: ignore[no-untyped-def]
+    semantics = {"buckets": 2, "refresh": refresh}
     events = epoch_spanning_trees(seed=7, count=30, span_s=40, interval_s=10)
-    if reborn:  # an anchor used again after its tombstone window: a pass cannot fold it
-        first = events[0]
-        assert first.event_time is not None
-        later = _ms_after_base(first.event_time) + 80_000
-        events += [init(first.anchor_id, E1, later), ack(first.anchor_id, E1, later + 1_000)]
+    if realistic:
+        events += slow_trees_and_late_inits(seed=9, count=12, interval_s=10)
+        # max_pending as low as the most trees ever pending at once, epoch by epoch: below
+        # the trees of a pass, so only a pass that counts pending per epoch stays wide.
+        probe = EventTimeModel(interval_s=10.0, allowed_lateness_s=10.0, **semantics)
+        probe.run(events)
+        semantics["max_pending"] = probe.acker.most_pending
+        assert len({e.anchor_id for e in events}) > probe.acker.most_pending
     arrivals = live_arrivals(events, lateness_ms=10_000, seed=8)
-    # Two runs, each a stream batch of what arrived meanwhile; with the reborn anchor, one run
-    # whose first pass would hold both of its trees.
+    # Two runs, each a stream batch of what arrived meanwhile; the realistic workload in one.
     runs = (
         [events]
-        if reborn
+        if realistic
         else [
             [event for batch in half for event in batch]
             for half in (arrivals[: len(arrivals) // 2], arrivals[len(arrivals) // 2 :])
         ]
     )
-    passes: Harness = acker_factory(**semantics)
-    model = EventTimeModel(
-        interval_s=10.0, allowed_lateness_s=10.0, buckets=2, tombstone_epochs=2, refresh=refresh
+    passes: Harness = acker_factory(
+        clock="event_time", tick_interval_s=10.0, allowed_lateness_s=10.0, **semantics
     )
+    model = EventTimeModel(interval_s=10.0, allowed_lateness_s=10.0, **semantics)
     for run in runs:
         passes.batch(*run)
         model.run(run)
@@ -136,9 +152,41 @@ def test_passes_over_many_epochs_equal_the_model(acker_factory, refresh, reborn)
     assert status.epoch >= 6
     spans = passes.table("batches").select(F.col("through_epoch") - F.col("epoch")).collect()
     assert max(span for (span,) in spans) > 1
-    if reborn:  # the run's one stream batch took narrower passes
-        assert len(spans) > 1
-        assert passes.table("completed").where(F.col("anchor_id") == first.anchor_id).count() >= 1
+    # One pass per run: nothing narrowed them.
+    assert len(spans) == len(runs)
+    if realistic:  # late acks of expired trees and late inits after no_init expiries
+        late = passes.table("late_events")
+        assert late.where("event_type = 'init' and outcome_reason = 'no_init'").count() > 0
+        assert late.where("event_type = 'ack' and outcome_reason = 'timeout'").count() > 0
+        assert_one_outcome_per_anchor(passes)
+
+
+def assert_one_outcome_per_anchor(acker: Harness) -> None:
+    outcomes = acker.table("outcomes").groupBy("anchor_id").count()
+    assert outcomes.where("count > 1").count() == 0
+
+
+def test_the_capacity_guard_firing_in_the_middle_epoch_of_a_pass_equals_epoch_by_epoch(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    semantics = {"buckets": 3, "max_pending": 3}
+    # Epoch 0: two trees wait for acks; epoch 1: three more, two past max_pending (the newest
+    # fail with reason overflow); epoch 2: the first trees complete and one more arrives.
+    events = [init(1, E1, 0), init(2, E2, 1_000)]
+    events += [init(3, E3, 11_000), init(4, E1, 12_000), init(5, E2, 13_000)]
+    events += [ack(1, E1, 21_000), ack(2, E2, 22_000), init(6, E3, 23_000), ack(3, E3, 24_000)]
+    events += [ack(7, E1, 41_000)]  # moves the watermark past epoch 2
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0, **semantics)
+    model = EventTimeModel(interval_s=10.0, allowed_lateness_s=0.0, **semantics)
+    acker.batch(*events)
+    model.run(events)
+
+    assert_settled_outcomes_equal_the_model(acker, model.acker)
+    overflowed = acker.table("failed").where("reason = 'overflow'").select("anchor_id")
+    assert sorted(row[0] for row in overflowed.collect()) == [4, 5]
+    # Epoch 0 as a pass of its own, the crowded epoch 1 alone, then the rest as one pass.
+    spans = acker.table("batches").orderBy("batch_id").select("epoch", "through_epoch")
+    assert [tuple(row) for row in spans.collect()] == [(0, 0), (1, 1), (2, 4)]
 
 
 def assert_settled_outcomes_equal_the_model(acker: Harness, model: AckerModel) -> None:

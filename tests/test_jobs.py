@@ -50,7 +50,6 @@ def test_a_scheduled_processing_time_run_applies_each_event_in_the_epoch_it_arri
         clock="processing_time",
         tick_interval_s=interval_s,
         buckets=buckets,
-        tombstone_epochs=2 * buckets,
     )
     jobs.tick(acker.spark, acker.config)  # the clock's epoch 1 starts now
     anchored = time.monotonic()

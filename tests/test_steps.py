@@ -10,21 +10,21 @@ from pyspark.sql import SparkSession
 from pipelines.sql import run_sql
 from tests.acker_harness import Harness, ack, init
 
-OUTCOME_COLUMNS = "anchor_id bigint, outcome string, reason string, batch_id bigint, epoch bigint"
+OUTCOME_COLUMNS = "anchor_id bigint, outcome string, reason string, batch_id bigint"
 
 
-def test_a_batch_finds_as_tombstones_only_its_anchors_outcomes_of_earlier_batches_in_the_window(
+def test_a_batch_finds_as_tombstones_its_anchors_outcomes_of_earlier_batches_however_old(
     acker: Harness,
 ) -> None:
     spark = acker.spark
-    window_outcomes = spark.createDataFrame(
+    outcome_anchors = spark.createDataFrame(
         [
-            (1, "completed", "acked", 3, 5),
-            (2, "failed", "fail", 7, 6),  # this batch's own earlier attempt: recomputed
-            (3, "expired", "timeout", 1, 1),  # before the window
-            (4, "completed", "acked", 2, 3),
-            (4, "expired", "timeout", 5, 6),  # the later outcome is the one that counts
-            (5, "completed", "acked", 4, 5),  # not an anchor of the batch
+            (1, "completed", "acked", 3),
+            (2, "failed", "fail", 7),  # this batch's own earlier attempt: recomputed
+            (3, "expired", "no_init", 0),  # long before: still the anchor's one outcome
+            (4, "completed", "acked", 2),
+            (4, "expired", "timeout", 5),  # the later outcome is the one that counts
+            (5, "completed", "acked", 4),  # not an anchor of the batch
         ],
         OUTCOME_COLUMNS,
     )
@@ -34,23 +34,21 @@ def test_a_batch_finds_as_tombstones_only_its_anchors_outcomes_of_earlier_batche
         spark,
         acker.config,
         "find_batch_tombstones",
-        window_outcomes=window_outcomes,
+        outcome_anchors=outcome_anchors,
         batch_anchors=batch_anchors,
         batch_id=7,
-        min_epoch=2,
     )
 
     expected = spark.createDataFrame(
-        [(1, "completed", "acked", 3, 5), (4, "expired", "timeout", 5, 6)],
-        "anchor_id bigint, outcome string, outcome_reason string, outcome_batch_id bigint, "
-        "outcome_epoch bigint",
+        [(1, "completed", "acked", 3), (3, "expired", "no_init", 0), (4, "expired", "timeout", 5)],
+        "anchor_id bigint, outcome string, outcome_reason string, outcome_batch_id bigint",
     )
     assert_df_equality(found, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
     anchors = acker.spark.createDataFrame([(1,)], "anchor_id bigint")
-    missing = r"needs parameters \['batch_id', 'min_epoch', 'window_outcomes'\]"
+    missing = r"needs parameters \['batch_id', 'outcome_anchors'\]"
     with pytest.raises(KeyError, match=missing):
         run_sql(acker.spark, acker.config, "find_batch_tombstones", batch_anchors=anchors)
 
