@@ -218,8 +218,16 @@ class _StatusLine:
         sys.stderr.flush()
 
 
+def _run_line(report: Any) -> str:
+    return (
+        f"processed {report.batches} micro-batches, {report.events_in} events: "
+        f"{report.completed} completed, {report.failed} failed; {len(report.ticks)} ticks"
+    )
+
+
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
+    from pipelines.run_record import nothing_to_run
     from pipelines.session import build_session, finish_shared_classes
     from pipelines.sql import TABLES, VIEWS, relations_read
 
@@ -232,6 +240,11 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         if recorded is not None:
             print(_summary(config, recorded))
             return
+    if args.verb == "run" and not args.continuous and nothing_to_run(config):
+        if say is not None:
+            say("nothing to do: no event since the last run and no tick due; Spark not started")
+        print(_run_line(jobs.RunReport(batches=0, events_in=0, completed=0, failed=0, ticks=[])))
+        return
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
     # A verb that ends when its work does starts a lean JVM; a continuous run, which lives for
@@ -270,10 +283,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             report = jobs.run_continuously(spark, config, stop, args.trigger_interval, progress)
         else:
             report = jobs.run(spark, config, progress)
-        print(
-            f"processed {report.batches} micro-batches, {report.events_in} events: "
-            f"{report.completed} completed, {report.failed} failed; {len(report.ticks)} ticks"
-        )
+        print(_run_line(report))
     elif args.verb == "tick":
         if args.count < 0:
             raise ConfigError(f"tick N = {args.count}: must be >= 0")

@@ -59,7 +59,10 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 # 54.3 s against 51.3, 53.3 s). Warm, their code is slower (the demo's later micro-batches:
 # 10.3-11.0 s against 8.0-9.2 s). A notebook's, a test's or a continuous run's session keeps
 # the JVM's defaults: over hours of work the first tier's code costs more (decisions.md).
-LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Stopped at the first tier, the JVM reserves 48 MB for compiled code instead of 240 MB, and a
+# run of 68 epochs filled it ("CodeCache is full. Compiler has been disabled" on stderr, and
+# the rest of the run interpreted): the first tier's code gets what the default JVM reserves.
+LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 # Spark SQL settings that interpret every query instead of generating and compiling Java code
 # for it: cheaper where queries read a few small tables or rows in the thousands (the same

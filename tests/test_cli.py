@@ -11,18 +11,19 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import jobs
+from pipelines import jobs, session
 from pipelines.class_data import archive_path, jvm_options
 from pipelines.cli import _log_progress, main
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
+from pipelines.run_record import nothing_to_run
 from pipelines.sql import TABLES, VIEWS
 from pipelines.status_record import status_record_path
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
@@ -283,6 +284,46 @@ def test_status_record_follows_ingests_and_runs_and_yields_to_other_commits(
     record.parent.write_text("not a folder")
     assert "late               2" in acker(capsys, "status", "--conf", conf)
     assert jobs.recorded_status(config) is None
+
+
+def test_a_run_with_nothing_to_do_ends_without_starting_spark(
+    acker_factory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: Harness = acker_factory(clock="processing_time", tick_interval_s=3600.0)
+    config, spark = built.config, built.spark
+    conf = str(write_harness_conf(config, tmp_path / "acker.toml"))
+    assert not nothing_to_run(config)  # no run has left a record yet
+    built.batch(init(A, 6, 0), ack(A, 6, 10), init(B, 5, 0))
+    assert nothing_to_run(config)
+    # The clock's next tick is due in an hour: then the run has work.
+    assert not nothing_to_run(config, datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=2))
+
+    def no_spark(*_: object, **__: object) -> None:
+        raise AssertionError("an idle run started Spark")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(session, "build_session", no_spark)
+        printed = acker(capsys, "run", "--conf", conf)
+    assert printed == "processed 0 micro-batches, 0 events: 0 completed, 0 failed; 0 ticks\n"
+
+    # An ingested event is work: the run applies it, and is idle again after.
+    rows = [
+        {"anchor_id": B, "event_type": "ack", "xor_value": 5, "event_time": "2026-03-01T12:00:00"}
+    ]
+    (tmp_path / "more.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    acker(capsys, "ingest", "--conf", conf, str(tmp_path / "more.jsonl"))
+    assert not nothing_to_run(config)
+    assert "1 events: 1 completed" in acker(capsys, "run", "--conf", conf)
+    assert nothing_to_run(config)
+    # Another writer's commit (a tick), or other settings, are work too.
+    jobs.tick(spark, config)
+    assert not nothing_to_run(config)
+    jobs.run(spark, config)
+    assert nothing_to_run(config)
+    assert not nothing_to_run(replace(config, acker=replace(config.acker, buckets=5)))
 
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:

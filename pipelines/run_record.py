@@ -1,0 +1,122 @@
+"""Where the last ``acker run`` left a local warehouse, kept beside its tables, so that a
+scheduled run with nothing to do ends without starting Spark.
+
+A run has nothing to do when no event arrived since its stream last read ``ack_events`` (the
+stream checkpoint's last committed offset lies past the table's newest commit), no other writer
+changed the acker's own tables since that run ended (their newest commit files are the ones
+recorded), the settings are the same, and, under the processing_time clock, no tick is due yet.
+Any doubt (no record, a batch the stream started and did not commit, a catalog's tables, a
+remote Spark Connect server) sends the run to Spark as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipelines.config import Config
+from pipelines.engine import EpochScale
+from pipelines.sql import TABLES
+from pipelines.tables import log_heads, table_location
+
+__all__ = ["nothing_to_run", "run_record_path", "save_run_record"]
+
+# Tables `acker ingest` writes, beside the writer: what a run must read is told by the stream's
+# offset of ack_events, and quarantine rows of ingest are no work for a run.
+_INGESTED = ("ack_events", "quarantine")
+_RUN_TABLES = tuple(table for table in TABLES if table not in _INGESTED)
+
+
+def run_record_path(config: Config) -> Path:
+    """Where the run record of ``config``'s schema lives: beside its status record."""
+    return config.warehouse_path / "_status" / f"{config.warehouse.schema}.run.json"
+
+
+def _settings_digest(config: Config) -> str:
+    """The settings a run's work depends on: a record written under others is not read."""
+    settings = {"acker": asdict(config.acker), "warehouse": asdict(config.warehouse)}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def save_run_record(config: Config, epoch: int, scale: EpochScale | None) -> None:
+    """Record, at the end of a run (holding the writer lock), the acker's tables as it left
+    them, its epoch and, under processing_time, the clock's grid. Nothing is recorded where
+    the tables are not local folders or the warehouse cannot be written."""
+    heads = log_heads(config, _RUN_TABLES)
+    if heads is None:
+        return
+    path = run_record_path(config)
+    record = {
+        "settings": _settings_digest(config),
+        "heads": [list(head) for head in heads],
+        "epoch": epoch,
+        "scale": None if scale is None else [scale.origin_us, scale.interval_us],
+    }
+    written = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written.write_text(json.dumps(record))
+        os.replace(written, path)
+
+
+def nothing_to_run(config: Config, now: datetime | None = None) -> bool:
+    """Whether ``acker run`` would find nothing to apply and no tick to make (``now`` in UTC),
+    from files alone; ``False`` wherever that is not certain."""
+    try:
+        record = json.loads(run_record_path(config).read_text())
+    except (OSError, ValueError):
+        return False
+    if record.get("settings") != _settings_digest(config):
+        return False
+    heads = log_heads(config, _RUN_TABLES)
+    if heads is None or [list(head) for head in heads] != record["heads"]:
+        return False
+    if not _stream_has_read_all(config):
+        return False
+    if record["scale"] is not None:
+        scale = EpochScale(*record["scale"])
+        moment = now or datetime.now(UTC).replace(tzinfo=None)
+        now_us = round(moment.replace(tzinfo=UTC).timestamp() * 1_000_000)
+        if scale.epoch_of(now_us) > record["epoch"]:
+            return False
+    return True
+
+
+def _stream_has_read_all(config: Config) -> bool:
+    """Whether the stream's last committed offset of ``ack_events`` lies past the table's
+    newest commit, with no batch started after it."""
+    checkpoint = config.checkpoint_path
+    try:
+        offsets = [int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit()]
+        commits = [int(name) for name in os.listdir(checkpoint / "commits") if name.isdigit()]
+    except FileNotFoundError:
+        return False
+    if not offsets or max(offsets) != max(commits, default=None):
+        return False
+    lines = (checkpoint / "offsets" / str(max(offsets))).read_text().splitlines()
+    try:
+        offset = json.loads(lines[2])
+    except (IndexError, ValueError):
+        return False
+    newest = _newest_version(table_location(config, "ack_events") / "_delta_log")
+    return (
+        newest is not None
+        and offset.get("index") == -1
+        and isinstance(offset.get("reservoirVersion"), int)
+        and newest < offset["reservoirVersion"]
+    )
+
+
+def _newest_version(log: Path) -> int | None:
+    """The newest commit version in a Delta log folder (``None`` if it has none)."""
+    try:
+        names = os.listdir(log)
+    except FileNotFoundError:
+        return None
+    versions = (int(name[:20]) for name in names if len(name) == 25 and name[:20].isdigit())
+    return max(versions, default=None)
