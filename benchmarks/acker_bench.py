@@ -66,8 +66,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from benchmarks.command_line import (
+    DEFAULT_COMMAND_LINE,
+    QUICK_COMMAND_LINE,
+    measure_command_line,
+)
 from pipelines import jobs
-from pipelines.config import AckerSettings, Config, parse_config
+from pipelines.config import Config, parse_config
 from pipelines.engine import BROADCAST_MERGE_ROWS, BatchResult, append_idempotent
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import INTERPRETED_QUERIES, build_session
@@ -151,6 +156,7 @@ class Figures:
     ingest_log: dict[str, Any] = field(default_factory=dict)
     hot_tree: dict[str, Any] = field(default_factory=dict)
     backfills: list[dict[str, Any]] = field(default_factory=list)
+    command_line: dict[str, Any] = field(default_factory=dict)
     targets: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -255,8 +261,6 @@ class Bench:
                 "acker": {
                     "max_pending": 10**9,
                     "buckets": buckets,
-                    # the default, or as long as an entry lives when that is longer
-                    "tombstone_epochs": max(AckerSettings.tombstone_epochs, buckets),
                     **settings,
                 },
                 "warehouse": {"path": str(self.root / "warehouse"), "schema": f"b{self.schemas}"},
@@ -829,14 +833,70 @@ def measure_backfill(bench: Bench, sizes: Sizes, figures: Figures) -> None:
 
 def judge(figures: Figures) -> None:
     """Compare the figures with the targets of the benchmark suite."""
+    checks = (in_process_checks(figures) if figures.end_to_end else []) + command_line_checks(
+        figures.command_line
+    )
+    figures.targets = [
+        {
+            "target": name,
+            "value": value,
+            "goal": f"<= {goal}",
+            "met": value <= goal,
+            "shape_floor": floor,
+        }
+        for name, value, goal, floor in checks
+    ]
+
+
+Check = tuple[str, float, float, float | None]
+"""(name, value, goal, the shape floor: the same figure for the least the required shape
+allows, where there is one: the Delta floor, plus the dedup floor in a ratio to it)"""
+
+
+def command_line_checks(command_line: dict[str, Any]) -> list[Check]:
+    """The targets of the acker as a scheduler runs it (benchmarks/command_line.py)."""
+    if not command_line:
+        return []
+    checks: list[Check] = []
+    for backfill, limit_s in zip(command_line["backfills"], (60, 120, 120), strict=False):
+        checks.append(
+            (
+                f"command line: {backfill['name']} ({backfill['events']:,} events), "
+                "ingest + run seconds",
+                backfill["ingest_and_run_s"],
+                limit_s,
+                None,
+            )
+        )
+    cycles = command_line["cycles"]
+    checks += [
+        ("command line: 5-minute cycle, median seconds", cycles["median_s"], 30, None),
+        ("command line: 5-minute cycle, worst seconds", cycles["worst_s"], 45, None),
+        (
+            "command line: acker run with nothing to do, seconds",
+            command_line["idle"]["run_nothing_to_do_s"],
+            8,
+            None,
+        ),
+        (
+            "command line: passes beyond one per one-file backfill",
+            sum(backfill["passes"] - 1 for backfill in command_line["backfills"]),
+            0,
+            None,
+        ),
+        ("command line: JVM warnings printed", len(command_line["jvm_warnings"]), 0, None),
+    ]
+    return checks
+
+
+def in_process_checks(figures: Figures) -> list[Check]:
+    """The targets of the warm, in-process measurements."""
     largest = max(figures.end_to_end, key=lambda row: row["events"])
     scaling = sorted(figures.state_scaling, key=lambda row: row["pending"])
     ratio = scaling[-1]["micro_batch_s"] / scaling[0]["micro_batch_s"]
     small_over_less = figures.small_batches_less_state
     keys = figures.state_size["applied_keys_per_tree"]
-    # (name, value, goal, the shape floor: the same figure for the least the required shape
-    # allows, where there is one: the Delta floor, plus the dedup floor in a ratio to it)
-    checks: list[tuple[str, float, float, float | None]] = [
+    checks: list[Check] = [
         (
             "micro-batch / dedup floor, largest batch",
             largest["dedup_ratio"],
@@ -895,19 +955,45 @@ def judge(figures: Figures) -> None:
                 None,
             )
         )
-    figures.targets = [
-        {
-            "target": name,
-            "value": value,
-            "goal": f"<= {goal}",
-            "met": value <= goal,
-            "shape_floor": floor,
-        }
-        for name, value, goal, floor in checks
-    ]
+    return checks
 
 
 def print_table(figures: Figures) -> None:
+    if figures.end_to_end:
+        print_in_process(figures)
+    if figures.command_line:
+        print_command_line(figures.command_line)
+    print("\ntargets")
+    for target in figures.targets:
+        verdict = "met" if target["met"] else "MISSED"
+        floor = target["shape_floor"]
+        beside = "" if floor is None else f"; shape floor {floor:.2f}"
+        print(f"  {target['target']}: {target['value']} (goal {target['goal']}) {verdict}{beside}")
+
+
+def print_command_line(command_line: dict[str, Any]) -> None:
+    print("\ncommand line (new processes, event_time clock, 30 s ticks)")
+    for row in command_line["backfills"]:
+        print(
+            f"  {row['name']}: {row['events']:,} events in one file: ingest {row['ingest_s']} s,"
+            f" run {row['run_s']} s ({row['passes']} passes to epoch {row['epoch']:,});"
+            f" init {row['init_s']} s"
+        )
+    cycles = command_line["cycles"]
+    print(
+        f"  5-minute cycles at {cycles['trees_per_s']:g} trees/s, ingest + run:"
+        f" median {cycles['median_s']} s, worst {cycles['worst_s']} s"
+        f" ({', '.join(str(t) for t in cycles['times_s'])})"
+    )
+    idle = command_line["idle"]
+    print(
+        f"  then: run with nothing to do {idle['run_nothing_to_do_s']} s,"
+        f" status {idle['status_s']} s, tick {idle['tick_s']} s;"
+        f" JVM warnings printed: {len(command_line['jvm_warnings'])}"
+    )
+
+
+def print_in_process(figures: Figures) -> None:
     print("\nend-to-end (pending {:,})".format(figures.end_to_end[0]["pending"]))
     print(
         f"{'events':>12} {'batch s':>9} {'events/s':>11} {'floor s':>8} {'ratio':>6}"
@@ -976,12 +1062,6 @@ def print_table(figures: Figures) -> None:
             f" {backfill['run_s']:.1f} s for {backfill['epochs']:,} epochs in"
             f" {backfill['passes']} passes ({backfill['seconds_per_epoch']:.3f} s per epoch)"
         )
-    print("\ntargets")
-    for target in figures.targets:
-        verdict = "met" if target["met"] else "MISSED"
-        floor = target["shape_floor"]
-        beside = "" if floor is None else f"; shape floor {floor:.2f}"
-        print(f"  {target['target']}: {target['value']} (goal {target['goal']}) {verdict}{beside}")
 
 
 def chart(figures: Figures, path: Path) -> None:
@@ -1027,8 +1107,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that it runs")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--work", type=Path, help="scratch folder (default: <out>/work, removed)")
+    parser.add_argument(
+        "--command-line-only",
+        action="store_true",
+        help="only the command-line measurements (saved as <name>-command-line.json)",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
+    command_line_sizes = QUICK_COMMAND_LINE if args.quick else DEFAULT_COMMAND_LINE
     work = args.work or args.out / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -1047,21 +1133,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     figures.machine["spark"] = spark.version
     try:
-        bench = Bench(spark, work)
-        measure(bench, sizes, figures)
-        measure_ticks(bench, sizes, figures)
-        measure_ingest_log(bench, sizes, figures)
-        measure_hot_tree(bench, sizes, figures)
-        measure_backfill(bench, sizes, figures)
+        if not args.command_line_only:
+            bench = Bench(spark, work)
+            measure(bench, sizes, figures)
+            measure_ticks(bench, sizes, figures)
+            measure_ingest_log(bench, sizes, figures)
+            measure_hot_tree(bench, sizes, figures)
+            measure_backfill(bench, sizes, figures)
+        figures.command_line = measure_command_line(spark, work, command_line_sizes, log)
     finally:
         spark.stop()
     judge(figures)
     print_table(figures)
-    name = "quick" if args.quick else "default"
+    name = ("quick" if args.quick else "default") + (
+        "-command-line" if args.command_line_only else ""
+    )
     (args.out / f"{name}.json").write_text(json.dumps(asdict(figures), indent=2) + "\n")
-    chart(figures, args.out / f"{name}.png")
+    if figures.end_to_end:
+        chart(figures, args.out / f"{name}.png")
     shutil.rmtree(work)
-    print(f"\nsaved {args.out / f'{name}.json'} and {args.out / f'{name}.png'}")
+    chart_note = f" and {args.out / f'{name}.png'}" if figures.end_to_end else ""
+    print(f"\nsaved {args.out / f'{name}.json'}{chart_note}")
     return 0
 
 

@@ -73,6 +73,34 @@ class WorkloadSpec:
     spout_tasks: int = 4
     seed: int = 0
     start: datetime = field(default_factory=lambda: datetime(2026, 1, 1))
+    trees_per_s: float = 0.0
+    """Trees started per second of event time; 0: each batch's trees over its first 10 s."""
+    slow_rate: float = 0.0
+    """Share of trees whose last acks come ``slow_delay_s`` late: a bolt that holds a tuple."""
+    slow_delay_s: tuple[float, float] = (30.0, 300.0)
+    """How late a slow tree's last acks come: 1 to 10 timeouts of 30 s by default."""
+    ack_before_init_rate: float = 0.0
+    """Share of trees whose init is sent after their first ack (the acker receives both from
+    different tasks, in either order)."""
+
+    @classmethod
+    def realistic(cls, trees: int, trees_per_s: float, seed: int = 0) -> WorkloadSpec:
+        """The mix a production topology produces, as a stream of ``trees`` trees at
+        ``trees_per_s``: fan-out and multi-anchoring, 5% fails, 3% lost acks, 8% slow trees,
+        5% acks before their init, 3% duplicated acks, a quarter FsShelter trees."""
+        return cls(
+            trees=trees,
+            batches=1,
+            max_depth=2,
+            fail_rate=0.05,
+            lost_ack_rate=0.03,
+            duplicate_rate=0.03,
+            late_init_rate=0.0,
+            seed=seed,
+            trees_per_s=trees_per_s,
+            slow_rate=0.08,
+            ack_before_init_rate=0.05,
+        )
 
 
 def new_id(rng: random.Random) -> int:
@@ -206,6 +234,28 @@ class _Simulator:
                 Edge(tree.anchor_id, joined, leaf.component or "", "aggregator", "acked")
             )
 
+    def retime(self, tree: _Tree) -> None:
+        """A slow tree's last acks come late; some trees' init comes after their first ack.
+        Draws nothing from the generator where the spec asks for neither."""
+        spec = self.spec
+        acks = sorted(
+            (i for i, e in enumerate(tree.events) if e.event_type == "ack"),
+            key=lambda i: tree.events[i].event_time or datetime.min,
+        )
+        if not acks:
+            return
+        if spec.slow_rate and self.rng.random() < spec.slow_rate:
+            delay = timedelta(seconds=self.rng.uniform(*spec.slow_delay_s))
+            for i in acks[-self.rng.randint(1, 2) :]:
+                late = tree.events[i]
+                tree.events[i] = replace(late, event_time=(late.event_time or tree.start) + delay)
+        if spec.ack_before_init_rate and self.rng.random() < spec.ack_before_init_rate:
+            first_ack = tree.events[acks[0]].event_time or tree.start
+            after = first_ack + timedelta(milliseconds=self.rng.randint(1, 500))
+            tree.events = [
+                replace(e, event_time=after) if e.event_type == "init" else e for e in tree.events
+            ]
+
     def deliver(self, tree: _Tree) -> list[Event]:
         """Apply delivery faults: duplicates (same or next batch), a late init, straddling."""
         last_batch = self.spec.batches - 1
@@ -234,6 +284,8 @@ def generate_workload(spec: WorkloadSpec) -> list[Event]:
     """
     sim = _Simulator(spec)
     trees = _grow_trees(sim)
+    for tree in trees:
+        sim.retime(tree)
     events = [event for tree in trees for event in sim.deliver(tree)]
     return sorted(events, key=lambda e: (e.batch, e.event_time or datetime.min))
 
@@ -253,12 +305,17 @@ def _grow_trees(sim: _Simulator) -> list[_Tree]:
     storm_leaves: list[tuple[_Tree, tuple[int, Event]]] = []
     for index in range(spec.trees):
         batch = index * spec.batches // spec.trees
+        offset_s = (
+            index / spec.trees_per_s
+            if spec.trees_per_s
+            else index * 10 / max(1, spec.trees // spec.batches)
+        )
         tree = _Tree(
             anchor_id=new_id(sim.rng),
             spout_task=sim.rng.randrange(spec.spout_tasks),
             source_msg_id=f"msg-{spec.seed}-{index}",
             batch=batch,
-            start=spec.start + timedelta(seconds=index * 10 / max(1, spec.trees // spec.batches)),
+            start=spec.start + timedelta(seconds=offset_s),
         )
         tree.start = tree.start.replace(microsecond=tree.start.microsecond // 1000 * 1000)
         if sim.rng.random() < spec.fsshelter_share:

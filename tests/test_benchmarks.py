@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "benchmarks/acker_bench.py", "--quick", "--out", str(tmp_path)],
+        [sys.executable, "-m", "benchmarks.acker_bench", "--quick", "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

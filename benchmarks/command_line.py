@@ -1,0 +1,229 @@
+"""The acker as a scheduler runs it: ``acker ingest`` and ``acker run`` as new processes, on
+the realistic mix of the workload simulator (:meth:`pipelines.workload.WorkloadSpec.realistic`:
+fan-out, multi-anchoring, fails, lost acks, slow trees, acks before their init, duplicates),
+under the event_time clock with 30 s ticks, each command timed whole from its start to its exit.
+
+- backfills, each one file: ingest it, then run once; the run's passes and epochs from its log
+- the scheduled cycle: traffic cut into one file per 5 minutes, each ingested and run in turn,
+  as the Airflow DAG does; the time of each cycle
+- on the cycle's warehouse afterwards: ``acker run`` with nothing to do, ``acker status`` and
+  ``acker tick``
+
+Traffic of more trees than the simulator makes in a few seconds repeats a simulated template
+with fresh anchor ids, each copy moved by a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipelines.ingest import ACK_EVENTS_SCHEMA
+from pipelines.workload import WorkloadSpec, generate_workload
+
+__all__ = ["CommandLineSizes", "measure_command_line"]
+
+TICK_S = 30
+CYCLE_S = 300
+# Most trees the simulator makes for one template; more are copies of it.
+TEMPLATE_TREES = 40_000
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A backfill of ``hours`` of traffic at ``trees_per_s``, with ``max_pending`` (``None``:
+    the default)."""
+
+    name: str
+    hours: float
+    trees_per_s: float
+    max_pending: int | None = None
+
+
+@dataclass(frozen=True)
+class CommandLineSizes:
+    backfills: tuple[Backfill, ...]
+    cycle_trees_per_s: float
+    cycles: int
+
+
+DEFAULT_COMMAND_LINE = CommandLineSizes(
+    backfills=(
+        Backfill("4 hours of the realistic mix", 4, 4000 / (4 * 3600)),
+        Backfill("an hour at 200 trees/s", 1, 200),
+        # the benchmark's day volume, with max_pending below the day's trees (about 170,000)
+        # and far above the most ever pending at once (a few hundred)
+        Backfill("a day of the realistic mix", 24, 2, max_pending=100_000),
+    ),
+    cycle_trees_per_s=200,
+    cycles=12,
+)
+QUICK_COMMAND_LINE = CommandLineSizes(
+    backfills=(Backfill("30 minutes of the realistic mix", 0.5, 0.2, max_pending=200),),
+    cycle_trees_per_s=0.5,
+    cycles=2,
+)
+
+
+def acker_command() -> list[str]:
+    """The ``acker`` console script of this interpreter's environment."""
+    return [str(Path(sys.executable).with_name("acker"))]
+
+
+def traffic(spark: SparkSession, folder: Path, hours: float, trees_per_s: float, seed: int) -> int:
+    """Write ``hours`` of realistic traffic at ``trees_per_s`` as Parquet files in ``folder``,
+    one per :data:`CYCLE_S` of event time (by the tree's start); return the event count."""
+    trees = max(1, round(hours * 3600 * trees_per_s))
+    copies = max(1, -(-trees // TEMPLATE_TREES))
+    spec = WorkloadSpec.realistic(trees // copies, trees_per_s / copies, seed=seed)
+    rows = [event.row() for event in generate_workload(spec)]
+    schema = to_arrow_schema(ACK_EVENTS_SCHEMA, timezone="UTC")
+    template = pa.table(
+        [pa.array(column) for column in zip(*rows, strict=True)], names=schema.names
+    ).cast(schema)
+    template_path = folder.with_name(folder.name + "-template")
+    template_path.mkdir(parents=True, exist_ok=True)
+    pq.write_table(template, template_path / "part-0.parquet")
+    events = spark.read.parquet(str(template_path))
+    if copies > 1:
+        copy_ids = spark.range(copies).withColumnRenamed("id", "copy")
+        anchor = F.xxhash64("anchor_id", "copy", F.lit(seed))
+        shift_ms = F.col("copy") * F.lit(round(1000 / trees_per_s))
+        events = events.crossJoin(copy_ids).select(
+            F.when(F.col("anchor_id").isNull(), None)
+            .otherwise(F.when(anchor == 0, F.lit(1)).otherwise(anchor))
+            .alias("anchor_id"),
+            "event_type",
+            "xor_value",
+            "spout_task",
+            F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
+            "component",
+            (F.col("event_time") + F.make_interval(secs=shift_ms / 1000)).alias("event_time"),
+            F.concat_ws("-", "event_id", "copy").alias("event_id"),
+        )
+    start = spec.start
+    cycle = F.floor(
+        (F.unix_micros("event_time") - F.lit(int(start.timestamp() * 1e6))) / (CYCLE_S * 1e6)
+    )
+    events.withColumn("cycle", cycle).repartition("cycle").write.mode("overwrite").partitionBy(
+        "cycle"
+    ).parquet(str(folder))
+    return spark.read.parquet(str(folder)).count()
+
+
+def cycle_files(folder: Path) -> list[Path]:
+    """The traffic's 5-minute files, in time order."""
+    return sorted(folder.glob("cycle=*"), key=lambda path: int(path.name.split("=")[1]))
+
+
+def write_conf(path: Path, warehouse: Path, max_pending: int | None) -> Path:
+    acker = ['clock = "event_time"', f"tick_interval_s = {float(TICK_S)}"]
+    if max_pending is not None:
+        acker.append(f"max_pending = {max_pending}")
+    path.write_text("[acker]\n" + "\n".join(acker) + f'\n\n[warehouse]\npath = "{warehouse}"\n')
+    return path
+
+
+def timed(command: list[str], conf: Path) -> tuple[float, str, str]:
+    """Run one ``acker`` command as a new process; return its wall time, stdout and stderr."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [*acker_command(), *command, "--conf", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    took = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"acker {' '.join(command)} failed: {done.stderr[-2000:]}")
+    return took, done.stdout, done.stderr
+
+
+def _jvm_warnings(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "warning" in line.lower()]
+
+
+def _passes(progress: str) -> dict[str, Any]:
+    """A run's micro-batches and the epoch it ended at, from its progress lines on stderr
+    (``batch 0, epochs 0 to 479: ...``, ``480 ticks to epoch 480: ...``)."""
+    lines = progress.splitlines()
+    ticks = [line for line in lines if " to epoch " in line and "tick" in line.split(":")[0]]
+    return {
+        "passes": sum(line.startswith("batch ") for line in lines),
+        "epoch": int(ticks[-1].split(" to epoch ")[1].split(":")[0]) if ticks else 0,
+    }
+
+
+def measure_command_line(
+    spark: SparkSession, root: Path, sizes: CommandLineSizes, log: Any
+) -> dict[str, Any]:
+    """Every measurement of this module, as figures."""
+    figures: dict[str, Any] = {"backfills": [], "cycles": {}, "idle": {}, "jvm_warnings": []}
+    for number, backfill in enumerate(sizes.backfills):
+        folder = root / f"traffic-{number}"
+        events = traffic(spark, folder, backfill.hours, backfill.trees_per_s, seed=number)
+        warehouse = root / f"cli-warehouse-{number}"
+        conf = write_conf(root / f"cli-{number}.toml", warehouse, backfill.max_pending)
+        init_s, _, init_err = timed(["init"], conf)
+        ingest_s, _, ingest_err = timed(["ingest", str(folder)], conf)
+        run_s, run_out, run_err = timed(["run"], conf)
+        row = {
+            "name": backfill.name,
+            "hours": backfill.hours,
+            "trees_per_s": backfill.trees_per_s,
+            "events": events,
+            "max_pending": backfill.max_pending,
+            "init_s": round(init_s, 1),
+            "ingest_s": round(ingest_s, 1),
+            "run_s": round(run_s, 1),
+            "ingest_and_run_s": round(ingest_s + run_s, 1),
+            "run_says": run_out.strip(),
+            **_passes(run_err),
+        }
+        figures["jvm_warnings"] += _jvm_warnings(init_err + ingest_err + run_err)
+        figures["backfills"].append(row)
+        log(f"command line: {row}")
+    folder = root / "traffic-cycles"
+    hours = sizes.cycles * CYCLE_S / 3600
+    traffic(spark, folder, hours, sizes.cycle_trees_per_s, seed=100)
+    warehouse = root / "cli-warehouse-cycles"
+    conf = write_conf(root / "cli-cycles.toml", warehouse, None)
+    timed(["init"], conf)
+    cycle_times = []
+    for path in cycle_files(folder)[: sizes.cycles]:
+        ingest_s, _, ingest_err = timed(["ingest", str(path)], conf)
+        run_s, _, run_err = timed(["run"], conf)
+        cycle_times.append(round(ingest_s + run_s, 1))
+        figures["jvm_warnings"] += _jvm_warnings(ingest_err + run_err)
+        log(f"command line: cycle {len(cycle_times)}: ingest {ingest_s:.1f} s, run {run_s:.1f} s")
+    figures["cycles"] = {
+        "trees_per_s": sizes.cycle_trees_per_s,
+        "cycle_s": CYCLE_S,
+        "times_s": cycle_times,
+        "median_s": round(statistics.median(cycle_times), 1),
+        "worst_s": max(cycle_times),
+    }
+    # A fresh status first (a run refreshes the record only where one was kept), then the verbs
+    # a scheduler or an operator calls between cycles.
+    timed(["status"], conf)
+    for name, command in (
+        ("run_nothing_to_do_s", ["run"]),
+        ("status_s", ["status"]),
+        ("tick_s", ["tick"]),
+    ):
+        took, _, err = timed(command, conf)
+        figures["idle"][name] = round(took, 1)
+        figures["jvm_warnings"] += _jvm_warnings(err)
+    log(f"command line: {figures['cycles']}, {figures['idle']}")
+    return figures
