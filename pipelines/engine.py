@@ -49,6 +49,7 @@ __all__ = [
     "position_after",
     "process_batch",
     "read_position",
+    "remember_position",
     "tick",
     "unfinished_batch",
 ]
@@ -218,9 +219,10 @@ def read_position(spark: SparkSession, config: Config) -> Position:
     return position
 
 
-def _remember_position(config: Config, position: Position) -> None:
-    """Note ``position`` as where the acker stands after the writer's last write. The writer
-    holds the writer lock; the only other writer of these tables, ingest, adds quarantine rows
+def remember_position(config: Config, position: Position) -> None:
+    """Note ``position`` as where the acker stands after the writer's last write (or, at the
+    start of a run, where the last run left it, :mod:`pipelines.run_record`). The writer holds
+    the writer lock; the only other writer of these tables, ingest, adds quarantine rows
     without a batch id, which do not move the position."""
     _keep_position(config, log_heads(config, _position_tables()), position)
 
@@ -725,7 +727,7 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     )
     _log_batch(spark, config, result, replace=plan.again)
     crash_point("batch:committed", batch_id)
-    _remember_position(config, position_after(result))
+    remember_position(config, position_after(result))
     return result
 
 
@@ -760,7 +762,7 @@ def tick(
         position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
     if target > position.epoch:
         results += _tick_to(spark, config, position, target, clock, scale)
-    _remember_position(config, replace(position, epoch=max(position.epoch, target)))
+    remember_position(config, replace(position, epoch=max(position.epoch, target)))
     return results
 
 

@@ -39,7 +39,7 @@ from pipelines.errors import (
 )
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
-from pipelines.run_record import save_run_record
+from pipelines.run_record import save_run_record, take_recorded_position
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sql_figures
 from pipelines.staging import (
@@ -388,13 +388,16 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     """
     heard = _Heard(progress)
     with writer_lock(config, "run"):
+        recorded = take_recorded_position(config)
+        if recorded is not None:
+            engine.remember_position(config, recorded)
         position, finished = _resume(spark, config, heard)
         _process_available(spark, config, heard, position)
         ticks = drain(spark, config, heard) if config.acker.clock in STAGED_CLOCKS else []
         ticks += _tick_due(spark, config, heard)
         anchored = _wall_clock(spark, config)
         save_run_record(
-            config, read_position(spark, config).epoch, None if anchored is None else anchored[1]
+            config, read_position(spark, config), None if anchored is None else anchored[1]
         )
         return _run_report(heard.batches, finished + ticks)
 
