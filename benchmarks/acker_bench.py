@@ -54,7 +54,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -1112,9 +1112,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the command-line measurements (saved as <name>-command-line.json)",
     )
+    parser.add_argument(
+        "--cycles", type=int, help="5-minute cycles of the command-line measurements (default 12)"
+    )
     args = parser.parse_args(argv)
     sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
     command_line_sizes = QUICK_COMMAND_LINE if args.quick else DEFAULT_COMMAND_LINE
+    if args.cycles is not None:
+        command_line_sizes = replace(command_line_sizes, cycles=args.cycles)
     work = args.work or args.out / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from hypothesis import given, settings
@@ -223,6 +225,66 @@ def test_ingest_routes_each_row_to_events_or_quarantine(acker: Harness, tmp_path
 
     jobs.run(acker.spark, acker.config)
     assert acker.table("completed").select("anchor_id").collect() == [(5,)]
+
+
+def test_a_parquet_file_spark_reads_gives_what_the_row_reader_gives(
+    acker_factory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """The same rows as two Parquet files: typed columns Spark reads (32-bit anchors, a zoned
+    time, no event_id column), and the anchor as text, which only the row reader converts."""
+    rows = {
+        "anchor_id": [5, 5, 6, 0, 7],
+        "event_type": ["init", "ack", "ack", "ack", "init"],
+        "xor_value": [9, 9, 3, 1, 4],
+        "spout_task": [2, None, None, None, 2**40],  # the last is beyond 32 bits
+        "source_msg_id": ["m5", "", None, None, "m7"],  # "" is null, as in CSV
+        "event_time": [datetime(2026, 3, 1, 12, tzinfo=UTC)] * 4 + [None],
+    }
+    zoned = pa.timestamp("us", tz="UTC")
+    typed = tmp_path / "typed.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                **{name: values for name, values in rows.items() if name != "anchor_id"},
+                "anchor_id": pa.array(rows["anchor_id"], pa.int32()),
+                "event_time": pa.array(rows["event_time"], zoned),
+            }
+        ),
+        typed,
+    )
+    text = tmp_path / "text.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                **rows,
+                "anchor_id": [str(anchor) for anchor in rows["anchor_id"]],
+                "event_time": pa.array(rows["event_time"], zoned),
+            }
+        ),
+        text,
+    )
+    expected_events = [
+        (5, "init", 9, 2, "m5", None, datetime(2026, 3, 1, 12), None),
+        (5, "ack", 9, None, None, None, datetime(2026, 3, 1, 12), None),
+        (6, "ack", 3, None, None, None, datetime(2026, 3, 1, 12), None),
+    ]
+    expected_reasons = [(4, "zero_anchor_id"), (5, "invalid_spout_task")]
+    for path in (typed, text):
+        acker: Harness = acker_factory()
+        report = jobs.ingest(acker.spark, acker.config, [path])
+        assert (report.accepted, report.quarantined) == (3, 2)
+        assert_df_equality(
+            acker.table("ack_events"),
+            acker.spark.createDataFrame(expected_events, jobs.ACK_EVENTS_SCHEMA),
+            ignore_row_order=True,
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )
+        quarantined = acker.table("quarantine").select("source_row", "reason", "source")
+        assert sorted(tuple(row) for row in quarantined.collect()) == [
+            (row, reason, str(path)) for row, reason in expected_reasons
+        ]
 
 
 def window_of(acker: Harness, table: str) -> str | None:
