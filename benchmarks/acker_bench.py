@@ -71,6 +71,7 @@ from benchmarks.command_line import (
     QUICK_COMMAND_LINE,
     measure_command_line,
 )
+from benchmarks.copies import copied, nonzero
 from pipelines import jobs
 from pipelines.config import Config, parse_config
 from pipelines.engine import BROADCAST_MERGE_ROWS, BatchResult, append_idempotent
@@ -221,20 +222,7 @@ class Bench:
             simulated = self.spark.read.parquet(str(self.simulate(events, seed)))
         else:
             template = self.spark.read.parquet(str(self.simulate(TEMPLATE_EVENTS, seed=0)))
-            copies = math.ceil(events / template.count())
-            copy_ids = self.spark.range(copies).withColumnRenamed("id", "copy")
-            simulated = template.crossJoin(copy_ids).select(
-                F.when(F.col("anchor_id").isNull(), None)
-                .otherwise(nonzero(F.xxhash64("anchor_id", "copy", F.lit(seed))))
-                .alias("anchor_id"),
-                "event_type",
-                "xor_value",
-                "spout_task",
-                F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
-                "component",
-                "event_time",
-                F.concat_ws("-", "event_id", "copy").alias("event_id"),
-            )
+            simulated = copied(template, math.ceil(events / template.count()), seed)
         continued = F.pmod(F.xxhash64("anchor_id", F.lit("continued")), F.lit(100))
         trees = max(1, events // EVENTS_PER_TREE)
         seeded_index = self.unused_seeded + F.pmod(F.xxhash64("anchor_id", F.lit(seed)), trees)
@@ -485,11 +473,6 @@ class Bench:
 def seeded_anchor_id(index: Column) -> Column:
     """The anchor id of the seeded pending tree number ``index`` (a bigint column)."""
     return nonzero(F.xxhash64(index, F.lit("seed")))
-
-
-def nonzero(anchor_id: Column) -> Column:
-    """``anchor_id``, with 0 (not a valid anchor id) replaced by 1."""
-    return F.when(anchor_id == 0, F.lit(1).cast("bigint")).otherwise(anchor_id)
 
 
 BENCH_SPARK_CONF = {"spark.driver.memory": "6g", "spark.sql.shuffle.partitions": "4"}
@@ -786,19 +769,8 @@ def backfill_events(bench: Bench, events: int, hours: int) -> DataFrame:
     template = bench.spark.read.parquet(str(bench.simulate(TEMPLATE_EVENTS, seed=0)))
     template = template.limit(events) if events < TEMPLATE_EVENTS else template
     copies = max(1, round(events / TEMPLATE_EVENTS))
-    copy_ids = bench.spark.range(copies).withColumnRenamed("id", "copy")
-    anchor = nonzero(F.xxhash64("anchor_id", "copy", F.lit("backfill")))
-    offset_s = F.pmod(F.xxhash64(anchor, F.lit("offset")), F.lit(hours * 3600))
-    return template.crossJoin(copy_ids).select(
-        F.when(F.col("anchor_id").isNull(), None).otherwise(anchor).alias("anchor_id"),
-        "event_type",
-        "xor_value",
-        "spout_task",
-        F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
-        "component",
-        (F.col("event_time") + F.make_interval(secs=offset_s)).alias("event_time"),
-        F.concat_ws("-", "event_id", "copy").alias("event_id"),
-    )
+    offset_s = F.pmod(F.xxhash64("anchor_id", F.lit("offset")), F.lit(hours * 3600))
+    return copied(template, copies, "backfill", offset_s)
 
 
 def measure_backfill(bench: Bench, sizes: Sizes, figures: Figures) -> None:

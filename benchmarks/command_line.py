@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from benchmarks.copies import copied
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.workload import WorkloadSpec, generate_workload
 
@@ -96,22 +97,8 @@ def traffic(spark: SparkSession, folder: Path, hours: float, trees_per_s: float,
     template_path.mkdir(parents=True, exist_ok=True)
     pq.write_table(template, template_path / "part-0.parquet")
     events = spark.read.parquet(str(template_path))
-    if copies > 1:
-        copy_ids = spark.range(copies).withColumnRenamed("id", "copy")
-        anchor = F.xxhash64("anchor_id", "copy", F.lit(seed))
-        shift_ms = F.col("copy") * F.lit(round(1000 / trees_per_s))
-        events = events.crossJoin(copy_ids).select(
-            F.when(F.col("anchor_id").isNull(), None)
-            .otherwise(F.when(anchor == 0, F.lit(1)).otherwise(anchor))
-            .alias("anchor_id"),
-            "event_type",
-            "xor_value",
-            "spout_task",
-            F.concat_ws("-", "source_msg_id", "copy").alias("source_msg_id"),
-            "component",
-            (F.col("event_time") + F.make_interval(secs=shift_ms / 1000)).alias("event_time"),
-            F.concat_ws("-", "event_id", "copy").alias("event_id"),
-        )
+    if copies > 1:  # copy c of each tree starts c trees' intervals after it
+        events = copied(events, copies, seed, F.col("copy") / F.lit(trees_per_s))
     start = spec.start
     cycle = F.floor(
         (F.unix_micros("event_time") - F.lit(int(start.timestamp() * 1e6))) / (CYCLE_S * 1e6)

@@ -388,18 +388,28 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     """
     heard = _Heard(progress)
     with writer_lock(config, "run"):
-        recorded = take_recorded_position(config)
-        if recorded is not None:
-            engine.remember_position(config, recorded)
+        _start_from_record(config)
         position, finished = _resume(spark, config, heard)
         _process_available(spark, config, heard, position)
         ticks = drain(spark, config, heard) if config.acker.clock in STAGED_CLOCKS else []
         ticks += _tick_due(spark, config, heard)
-        anchored = _wall_clock(spark, config)
-        save_run_record(
-            config, read_position(spark, config), None if anchored is None else anchored[1]
-        )
+        _record_where_it_stands(spark, config)
         return _run_report(heard.batches, finished + ticks)
+
+
+def _start_from_record(config: Config) -> None:
+    """Before a writer's first read: take where the last run or tick left the acker, if no
+    writer but ingest committed since (:mod:`pipelines.run_record`)."""
+    recorded = take_recorded_position(config)
+    if recorded is not None:
+        engine.remember_position(config, recorded)
+
+
+def _record_where_it_stands(spark: SparkSession, config: Config) -> None:
+    """After a run or tick: record where the acker stands, for the next one."""
+    anchored = _wall_clock(spark, config)
+    scale = None if anchored is None else anchored[1]
+    save_run_record(config, read_position(spark, config), scale)
 
 
 def run_continuously(
@@ -481,9 +491,12 @@ def _run_report(batches: list[BatchResult], ticks: list[TickResult]) -> RunRepor
 def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult]:
     """Advance the epoch ``count`` times by hand (``acker tick N``), holding the writer lock."""
     with writer_lock(config, "tick"):
+        _start_from_record(config)
         open_tables(spark, config, views=())
         upgrade_tables(spark, config)
-        return engine.tick(spark, config, count)
+        ticked = engine.tick(spark, config, count)
+        _record_where_it_stands(spark, config)
+        return ticked
 
 
 def status(spark: SparkSession, config: Config) -> Status:

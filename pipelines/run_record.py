@@ -1,7 +1,7 @@
-"""Where the last ``acker run`` left a local warehouse, kept beside its stream checkpoint, so
-that a scheduled run with nothing to do ends without starting Spark, and the next run with work
-starts from the recorded position instead of reading it from nine tables (a new process pays
-1-3 s for each table it reads first).
+"""Where the last ``acker run`` or ``acker tick`` left a local warehouse, kept beside its stream
+checkpoint, so that a scheduled run with nothing to do ends without starting Spark, and the
+next run or tick with work starts from the recorded position instead of reading it from nine
+tables (a new process pays 1-3 s for each table it reads first).
 
 A run has nothing to do when no event arrived since its stream last read ``ack_events`` (the
 stream checkpoint's last committed offset lies past the table's newest commit), no other writer
@@ -47,8 +47,8 @@ def _settings_digest(config: Config) -> str:
 
 
 def save_run_record(config: Config, position: Position, scale: EpochScale | None) -> None:
-    """Record, at the end of a run (holding the writer lock), the acker's tables as it left
-    them, its position and, under processing_time, the clock's grid. Nothing is recorded where
+    """Record, at the end of a run or tick (holding the writer lock), the acker's tables as it
+    left them, its position and, under processing_time, the clock's grid. Nothing is recorded where
     the tables are not local folders or the warehouse cannot be written."""
     heads = log_heads(config, _RUN_TABLES)
     if heads is None:
@@ -84,9 +84,9 @@ def _current_record(config: Config) -> dict[str, Any] | None:
 
 
 def take_recorded_position(config: Config) -> Position | None:
-    """Where the last run left the acker, if no writer but ingest committed since; the record
-    is removed as it is taken (holding the writer lock), so a run that stops half-way, whose
-    tables may hold rows of a batch it did not commit, leaves none."""
+    """Where the last run or tick left the acker, if no writer but ingest committed since; the
+    record is removed as it is taken (holding the writer lock), so a run or tick that stops
+    half-way, whose tables may hold rows it did not commit, leaves none."""
     record = _current_record(config)
     with contextlib.suppress(OSError):
         run_record_path(config).unlink(missing_ok=True)

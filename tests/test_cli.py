@@ -318,8 +318,14 @@ def test_a_run_with_nothing_to_do_ends_without_starting_spark(
     assert not nothing_to_run(config)
     assert "1 events: 1 completed" in acker(capsys, "run", "--conf", conf)
     assert nothing_to_run(config)
-    # Another writer's commit (a tick), or other settings, are work too.
+    # A tick leaves a record as a run does; another writer's commit, or other settings, make
+    # the next run read the tables.
     jobs.tick(spark, config)
+    assert nothing_to_run(config)
+    spark.sql(
+        f"insert into {config.qualified('late_events')} (anchor_id, event_type, xor_value)"
+        f" values ({A}, 'ack', 9)"
+    )
     assert not nothing_to_run(config)
     jobs.run(spark, config)
     assert nothing_to_run(config)
