@@ -73,7 +73,7 @@ DEFAULT_COMMAND_LINE = CommandLineSizes(
 QUICK_COMMAND_LINE = CommandLineSizes(
     backfills=(Backfill("30 minutes of the realistic mix", 0.5, 0.2, max_pending=200),),
     cycle_trees_per_s=0.5,
-    cycles=2,
+    cycles=1,
 )
 
 

@@ -398,8 +398,8 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
 
 
 def _start_from_record(config: Config) -> None:
-    """Before a writer's first read: take where the last run or tick left the acker, if no
-    writer but ingest committed since (:mod:`pipelines.run_record`)."""
+    """Before a writer's first read: take where the last run or tick left the acker, if
+    nothing but appends to ack_events were committed since (:mod:`pipelines.run_record`)."""
     recorded = take_recorded_position(config)
     if recorded is not None:
         engine.remember_position(config, recorded)
@@ -434,6 +434,7 @@ def run_continuously(
         )
     heard = _Heard(progress)
     with writer_lock(config, "run"):
+        _start_from_record(config)
         position, ticks = _resume(spark, config, heard)
         work = threading.Lock()
         applier = _stream_applier(config, position)

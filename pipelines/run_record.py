@@ -29,9 +29,10 @@ from pipelines.tables import log_heads, table_location
 
 __all__ = ["nothing_to_run", "run_record_path", "save_run_record", "take_recorded_position"]
 
-# Tables `acker ingest` writes, beside the writer: what a run must read is told by the stream's
-# offset of ack_events, and quarantine rows of ingest are no work for a run.
-_INGESTED = ("ack_events", "quarantine")
+# What a run must read of ack_events is told by the stream's offset of it. Every other table,
+# quarantine too (a micro-batch may have written its rows and no others when it stopped), must
+# be as the last run or tick left it.
+_INGESTED = ("ack_events",)
 _RUN_TABLES = tuple(table for table in TABLES if table not in _INGESTED)
 
 
@@ -69,8 +70,8 @@ def save_run_record(config: Config, position: Position, scale: EpochScale | None
 
 
 def _current_record(config: Config) -> dict[str, Any] | None:
-    """The record, if it was written under these settings and no writer but ingest has
-    committed to the acker's tables since."""
+    """The record, if it was written under these settings and no writer has committed to
+    the acker's tables since, but appends to ``ack_events``."""
     try:
         record: dict[str, Any] = json.loads(run_record_path(config).read_text())
     except (OSError, ValueError):
@@ -84,7 +85,8 @@ def _current_record(config: Config) -> dict[str, Any] | None:
 
 
 def take_recorded_position(config: Config) -> Position | None:
-    """Where the last run or tick left the acker, if no writer but ingest committed since; the
+    """Where the last run or tick left the acker, if nothing but appends to ``ack_events``
+    were committed since; the
     record is removed as it is taken (holding the writer lock), so a run or tick that stops
     half-way, whose tables may hold rows it did not commit, leaves none."""
     record = _current_record(config)

@@ -67,7 +67,8 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         assert backfill["epochs"] >= backfill["hours"] * 120 - 5
         assert backfill["passes"] >= 1 and backfill["run_s"] > 0
         assert min(backfill["completed"], backfill["failed"], backfill["expired"]) > 0
-    assert [target["target"] for target in figures["targets"]] == [
+    in_process = [t["target"] for t in figures["targets"] if not t["target"].startswith("command")]
+    assert in_process == [
         "micro-batch / dedup floor, largest batch",
         f"time(pending {largest:,}) / time(pending {smallest:,})",
         f"small-batch median seconds, pending {small['pending']:,}",
@@ -93,4 +94,22 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     assert hot["events"] == sizes["hot_tree_events"] and hot["one_batch_s"] > 0
     assert len(hot["spread_times_s"]) == sizes["hot_tree_batches"]
     assert (tmp_path / "quick.png").stat().st_size > 10_000
+    # The command line as new processes: each backfill one pass, every cycle timed, the idle
+    # run, status and tick measured, and no JVM warning printed.
+    command_line = figures["command_line"]
+    for backfill in command_line["backfills"]:
+        assert backfill["passes"] == 1 and backfill["epoch"] > 10 and backfill["run_s"] > 0
+        assert "micro-batches" in backfill["run_says"]
+    assert len(command_line["cycles"]["times_s"]) >= 1
+    assert min(command_line["idle"].values()) > 0
+    assert command_line["jvm_warnings"] == []
+    assert [t["target"] for t in figures["targets"] if t["target"].startswith("command")] == [
+        f"command line: {command_line['backfills'][0]['name']} "
+        f"({command_line['backfills'][0]['events']:,} events), ingest + run seconds",
+        "command line: 5-minute cycle, median seconds",
+        "command line: 5-minute cycle, worst seconds",
+        "command line: acker run with nothing to do, seconds",
+        "command line: passes beyond one per one-file backfill",
+        "command line: JVM warnings printed",
+    ]
     assert "targets" in done.stdout
