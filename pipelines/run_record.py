@@ -25,7 +25,8 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.engine import EpochScale, Position
 from pipelines.sql import TABLES
-from pipelines.tables import log_heads, table_location
+from pipelines.status_record import replace_record
+from pipelines.tables import log_heads
 
 __all__ = ["nothing_to_run", "run_record_path", "save_run_record", "take_recorded_position"]
 
@@ -55,18 +56,14 @@ def save_run_record(config: Config, position: Position, scale: EpochScale | None
     if heads is None:
         return
     path = run_record_path(config)
-    record = {
+    record: dict[str, Any] = {
         "settings": _settings_digest(config),
         "heads": [list(head) for head in heads],
         "epoch": position.epoch,
         "last_batch_id": position.last_batch_id,
         "scale": None if scale is None else [scale.origin_us, scale.interval_us],
     }
-    written = path.with_name(f".{path.name}.{os.getpid()}")
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        written.write_text(json.dumps(record))
-        os.replace(written, path)
+    replace_record(path, record)
 
 
 def _current_record(config: Config) -> dict[str, Any] | None:
@@ -135,20 +132,10 @@ def _stream_has_read_all(config: Config) -> bool:
         offset = json.loads(lines[2])
     except (IndexError, ValueError):
         return False
-    newest = _newest_version(table_location(config, "ack_events") / "_delta_log")
+    heads = log_heads(config, _INGESTED)
     return (
-        newest is not None
+        heads is not None
         and offset.get("index") == -1
         and isinstance(offset.get("reservoirVersion"), int)
-        and newest < offset["reservoirVersion"]
+        and int(heads[0][0][:20]) < offset["reservoirVersion"]
     )
-
-
-def _newest_version(log: Path) -> int | None:
-    """The newest commit version in a Delta log folder (``None`` if it has none)."""
-    try:
-        names = os.listdir(log)
-    except FileNotFoundError:
-        return None
-    versions = (int(name[:20]) for name in names if len(name) == 25 and name[:20].isdigit())
-    return max(versions, default=None)

@@ -24,7 +24,13 @@ from pipelines.config import Config
 from pipelines.sql import TABLES, VIEWS, load_sql
 from pipelines.tables import LogHeads, log_heads, table_location
 
-__all__ = ["current_heads", "load_status_figures", "save_status_figures", "status_record_path"]
+__all__ = [
+    "current_heads",
+    "load_status_figures",
+    "replace_record",
+    "save_status_figures",
+    "status_record_path",
+]
 
 # Tables that `acker ingest` appends to, each with the status figure that counts its rows and
 # nothing else in status reads.
@@ -62,6 +68,12 @@ def save_status_figures(config: Config, heads: LogHeads, figures: dict[str, Any]
         "heads": dict(zip(TABLES, heads, strict=True)),
         "figures": figures,
     }
+    replace_record(path, record)
+
+
+def replace_record(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` as JSON to ``path`` in one step (a reader sees the old file or the new
+    one); where the folder cannot be written, write nothing."""
     written = path.with_name(f".{path.name}.{os.getpid()}")
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
