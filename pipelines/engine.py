@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from functools import cache, reduce
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -29,7 +29,7 @@ from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.session import is_connect
-from pipelines.sql import relations_read_by, run_sql, run_sql_figures
+from pipelines.sql import run_sql, run_sql_figures
 from pipelines.tables import LogHeads, log_heads, schema_location
 
 __all__ = [
@@ -47,9 +47,9 @@ __all__ = [
     "interrupted_tick",
     "plan_batch",
     "position_after",
+    "position_after_ticks",
     "process_batch",
     "read_position",
-    "remember_position",
     "tick",
     "unfinished_batch",
 ]
@@ -194,42 +194,29 @@ def interrupted_tick(epoch: int, last_expired_epoch: int | None) -> int | None:
     return None
 
 
-# Where the acker stood when its tables' logs had these heads, as this process last read or
-# left it, by schema folder: a run or tick that follows the writer's own last writes finds the
-# heads unmoved and skips reading the position again (nine statements, 1.2-1.7 s).
-_known_positions: dict[str, tuple[LogHeads, Position]] = {}
-
-
-@cache
-def _position_tables() -> tuple[str, ...]:
-    return tuple(
-        sorted(relations_read_by("read_position") | relations_read_by("find_unfinished_batch"))
+def read_position(spark: SparkSession, config: Config) -> Position:
+    """Read the current epoch, the last committed batch and any work left half-done. A run
+    reads it once, or takes it from the run record (:mod:`pipelines.run_record`), and carries
+    it from step to step."""
+    row = run_sql_figures(spark, config, "read_position")
+    epoch = int(row["epoch"])
+    last_batch_id = int(row["last_batch_id"])
+    last_written = [row["last_expired_epoch"], row["last_late_tick_epoch"]]
+    return Position(
+        epoch=epoch,
+        last_batch_id=last_batch_id,
+        started_batch_id=unfinished_batch(spark, config, last_batch_id, row["started_batch_id"]),
+        unfinished_tick=interrupted_tick(
+            epoch, max((e for e in last_written if e is not None), default=None)
+        ),
     )
 
 
-def read_position(spark: SparkSession, config: Config) -> Position:
-    """Read the current epoch, the last committed batch and any work left half-done."""
-    heads = log_heads(config, _position_tables())
-    known = _known_positions.get(str(schema_location(config)))
-    if heads is not None and known is not None and known[0] == heads:
-        return known[1]
-    position = _read_position_rows(spark, config)
-    # Kept with the heads from before the read: a commit during it makes the next read miss.
-    _keep_position(config, heads, position)
-    return position
-
-
-def remember_position(config: Config, position: Position) -> None:
-    """Note ``position`` as where the acker stands after the writer's last write (or, at the
-    start of a run, where the last run left it, :mod:`pipelines.run_record`). The writer holds
-    the writer lock; the only other writer of these tables, ingest, adds quarantine rows
-    without a batch id, which do not move the position."""
-    _keep_position(config, log_heads(config, _position_tables()), position)
-
-
-def _keep_position(config: Config, heads: LogHeads | None, position: Position) -> None:
-    if heads is not None:
-        _known_positions[str(schema_location(config))] = (heads, position)
+def position_after_ticks(position: Position, count: int) -> Position:
+    """Where the acker stands once :func:`tick` has ticked ``count`` times from ``position``."""
+    if count <= 0:
+        return position
+    return replace(position, epoch=position.epoch + count, unfinished_tick=None)
 
 
 # The outcome tables, whose anchors' events are late, and the columns of their rows a late
@@ -327,21 +314,6 @@ def _forget_outcomes_unless_current(config: Config) -> None:
     kept = _kept_outcomes.get(key)
     if kept is not None and kept.heads != log_heads(config, _OUTCOME_TABLES):
         del _kept_outcomes[key]
-
-
-def _read_position_rows(spark: SparkSession, config: Config) -> Position:
-    row = run_sql_figures(spark, config, "read_position")
-    epoch = int(row["epoch"])
-    last_batch_id = int(row["last_batch_id"])
-    last_written = [row["last_expired_epoch"], row["last_late_tick_epoch"]]
-    return Position(
-        epoch=epoch,
-        last_batch_id=last_batch_id,
-        started_batch_id=unfinished_batch(spark, config, last_batch_id, row["started_batch_id"]),
-        unfinished_tick=interrupted_tick(
-            epoch, max((e for e in last_written if e is not None), default=None)
-        ),
-    )
 
 
 def unfinished_batch(
@@ -727,7 +699,6 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     )
     _log_batch(spark, config, result, replace=plan.again)
     crash_point("batch:committed", batch_id)
-    remember_position(config, position_after(result))
     return result
 
 
@@ -737,9 +708,12 @@ def tick(
     count: int = 1,
     clock: Clock = "manual",
     scale: EpochScale | None = None,
+    position: Position | None = None,
 ) -> list[TickResult]:
     """Advance the epoch ``count`` times in one pass, expiring what each tick makes too old;
     return one result per tick, dated by ``scale`` (the start of its epoch), or now without one.
+    ``position`` is where the acker stands, if the caller knows it; the acker then stands at
+    ``position_after_ticks(position, count)``.
 
     An entry stamped with epoch ``e`` expires at the tick that makes the epoch ``e + buckets``
     (``RotatingMap.rotate()``), into ``expired`` with reason ``timeout`` or ``no_init`` and that
@@ -749,7 +723,8 @@ def tick(
     """
     if count <= 0:  # a run whose clock owes no tick: nothing to check, nothing to write
         return []
-    position = read_position(spark, config)
+    if position is None:
+        position = read_position(spark, config)
     if position.started_batch_id is not None:
         raise InterruptedWork(
             f"micro-batch {position.started_batch_id} was interrupted before it committed: "
@@ -762,7 +737,6 @@ def tick(
         position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
     if target > position.epoch:
         results += _tick_to(spark, config, position, target, clock, scale)
-    remember_position(config, replace(position, epoch=max(position.epoch, target)))
     return results
 
 

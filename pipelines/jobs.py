@@ -10,7 +10,6 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -18,14 +17,24 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import engine
+from pipelines.clock import (
+    SLICE_SPAN,
+    STAGED_CLOCKS,
+    Stager,
+    drain,
+    event_time_started,
+    processing_clock,
+    tick_due,
+    tick_on_clock,
+)
 from pipelines.config import Config
 from pipelines.engine import (
     BatchResult,
-    EpochScale,
     Position,
     Progress,
     TickResult,
     position_after,
+    position_after_ticks,
     process_batch,
     read_position,
 )
@@ -42,14 +51,6 @@ from pipelines.lock import writer_lock
 from pipelines.run_record import save_run_record, take_recorded_position
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sql_figures
-from pipelines.staging import (
-    SLICE_SPAN,
-    STAGED_CLOCKS,
-    Stager,
-    drain,
-    event_time_started,
-    wall_clock,
-)
 from pipelines.status_record import (
     current_heads,
     load_status_figures,
@@ -76,7 +77,6 @@ __all__ = [
     "TableMaintenance",
     "append_events",
     "demo",
-    "due_ticks",
     "ingest",
     "init",
     "maintain",
@@ -210,7 +210,8 @@ class BatchApplier:
     """Applies the stream's micro-batches, carrying where the acker stands from one to the
     next: the run holds the writer lock, so after a committed batch the position is known
     without reading three tables again (1-3 s per small batch). ``position`` is where the
-    acker stands before the first batch, if the caller has read it."""
+    acker stands before the first batch, if the caller knows it; the caller that ticks
+    between batches sets it to where the ticks left the acker."""
 
     def __init__(self, config: Config, position: Position | None = None) -> None:
         self.config = config
@@ -228,17 +229,13 @@ class BatchApplier:
             self.position = position_after(result)
         return result
 
-    def forget_position(self) -> None:
-        """A tick moved the epoch: the next micro-batch reads the position again."""
-        self.position = None
-
 
 def _stream_applier(config: Config, position: Position) -> BatchApplier | Stager:
     """What the stream does with each micro-batch: apply it, starting from ``position``, or,
     under a clock that follows time, stage it for the drain that applies events in time
-    order."""
+    order. Either carries where the acker stands as ``position``."""
     if config.acker.clock in STAGED_CLOCKS:
-        return Stager(config)
+        return Stager(config, position)
     return BatchApplier(config, position)
 
 
@@ -247,7 +244,9 @@ _MISSING_CHANGE_DATA = "DELTA_MISSING_CHANGE_DATA"
 
 def _process_available(
     spark: SparkSession, config: Config, progress: Progress, position: Position
-) -> None:
+) -> Position:
+    """Run the stream over what ``ack_events`` holds now, from ``position``; return where the
+    acker then stands."""
     applier = _stream_applier(config, position)
     # Over Spark Connect the micro-batches run in a Python worker on the server, where the
     # caller's progress cannot reach: it hears of them from the batch log once the stream ends.
@@ -270,9 +269,12 @@ def _process_available(
         # the feed and stage what they read as arriving now, as the clock took them before.
         _await_available(spark, config, apply, change_feed=False)
     finally:
-        if connect:
-            for result in _committed_since(spark, config, position.last_batch_id):
-                progress(result)
+        committed = _committed_since(spark, config, position.last_batch_id) if connect else []
+        for result in committed:
+            progress(result)
+    if committed:  # the server's applier carried the position, out of this process's reach
+        return position_after(committed[-1])
+    return applier.position or position
 
 
 def _await_available(
@@ -316,56 +318,17 @@ def _committed_since(spark: SparkSession, config: Config, last_batch_id: int) ->
     return [BatchResult(**row.asDict()) for row in rows]
 
 
-def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) -> int:
-    """How many ticks the processing_time clock owes now (``now`` in UTC): one per
-    ``tick_interval_s`` since the start of the current epoch; always 0 for the manual clock,
-    and for the event_time clock, whose drain ticks as the watermark moves."""
-    anchored = _wall_clock(spark, config)
-    return 0 if anchored is None else _owed(*anchored, now)
-
-
-def _wall_clock(spark: SparkSession, config: Config) -> tuple[int, EpochScale] | None:
-    """The processing_time clock's current epoch and grid; ``None`` under the other clocks."""
-    return wall_clock(spark, config) if config.acker.clock == "processing_time" else None
-
-
-def _owed(epoch: int, scale: EpochScale, now: datetime | None = None) -> int:
-    current = now or datetime.now(UTC).replace(tzinfo=None)
-    return max(0, scale.epoch_of(round(current.replace(tzinfo=UTC).timestamp() * 1e6)) - epoch)
-
-
-def _tick_due(spark: SparkSession, config: Config, progress: Progress | None) -> list[TickResult]:
-    """Tick what the processing_time clock owes now, reading the clock once."""
-    anchored = _wall_clock(spark, config)
-    if anchored is None:
-        return []
-    return _tick(spark, config, _owed(*anchored), progress, anchored[1])
-
-
-def _tick(
-    spark: SparkSession,
-    config: Config,
-    count: int,
-    progress: Progress | None,
-    scale: EpochScale | None,
-) -> list[TickResult]:
-    """Tick ``count`` times on the configured clock; ``scale``, the processing_time clock's
-    grid, dates each tick at the start of its epoch, so the grid stays where its latest tick
-    put it."""
-    results = engine.tick(spark, config, count, config.acker.clock, scale)
-    if progress is not None and results:
-        progress(results)
-    return results
-
-
 def _resume(
     spark: SparkSession, config: Config, progress: Progress | None
 ) -> tuple[Position, list[TickResult]]:
-    """Attach the tables, finish a tick a crash interrupted (an interrupted micro-batch is
-    finished by the stream, which replays it), and return where the acker then stands."""
+    """Attach the tables, take where the acker stands (from the run record, where the last run
+    or tick left one: :mod:`pipelines.run_record`, else from the tables), finish a tick a crash
+    interrupted (an interrupted micro-batch is finished by the stream, which replays it), and
+    return where the acker then stands."""
+    recorded = take_recorded_position(config)
     open_tables(spark, config, views=())
     upgrade_tables(spark, config)
-    position = read_position(spark, config)
+    position = recorded or read_position(spark, config)
     if config.acker.clock != "event_time" and event_time_started(spark, config):
         raise ClockMismatch(
             f"acker.clock = {config.acker.clock!r}, but these tables were run under the "
@@ -374,8 +337,9 @@ def _resume(
         )
     if position.unfinished_tick is None:
         return position, []
-    anchored = _wall_clock(spark, config)
-    finished = _tick(spark, config, 1, progress, None if anchored is None else anchored[1])
+    anchored = processing_clock(spark, config)
+    scale = None if anchored is None else anchored[1]
+    finished, _ = tick_on_clock(spark, config, 1, position, progress, scale)
     return replace(position, epoch=position.unfinished_tick, unfinished_tick=None), finished
 
 
@@ -388,28 +352,20 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     """
     heard = _Heard(progress)
     with writer_lock(config, "run"):
-        _start_from_record(config)
         position, finished = _resume(spark, config, heard)
-        _process_available(spark, config, heard, position)
-        ticks = drain(spark, config, heard) if config.acker.clock in STAGED_CLOCKS else []
-        ticks += _tick_due(spark, config, heard)
-        _record_where_it_stands(spark, config)
-        return _run_report(heard.batches, finished + ticks)
+        position = _process_available(spark, config, heard, position)
+        ticks: list[TickResult] = []
+        if config.acker.clock in STAGED_CLOCKS:
+            ticks, position = drain(spark, config, position, heard)
+        ticked, position = tick_due(spark, config, position, heard)
+        _record_where_it_stands(spark, config, position)
+        return _run_report(heard.batches, finished + ticks + ticked)
 
 
-def _start_from_record(config: Config) -> None:
-    """Before a writer's first read: take where the last run or tick left the acker, if
-    nothing but appends to ack_events were committed since (:mod:`pipelines.run_record`)."""
-    recorded = take_recorded_position(config)
-    if recorded is not None:
-        engine.remember_position(config, recorded)
-
-
-def _record_where_it_stands(spark: SparkSession, config: Config) -> None:
+def _record_where_it_stands(spark: SparkSession, config: Config, position: Position) -> None:
     """After a run or tick: record where the acker stands, for the next one."""
-    anchored = _wall_clock(spark, config)
-    scale = None if anchored is None else anchored[1]
-    save_run_record(config, read_position(spark, config), scale)
+    anchored = processing_clock(spark, config)
+    save_run_record(config, position, None if anchored is None else anchored[1])
 
 
 def run_continuously(
@@ -434,7 +390,6 @@ def run_continuously(
         )
     heard = _Heard(progress)
     with writer_lock(config, "run"):
-        _start_from_record(config)
         position, ticks = _resume(spark, config, heard)
         work = threading.Lock()
         applier = _stream_applier(config, position)
@@ -445,7 +400,8 @@ def run_continuously(
                     raise StopRequested(f"micro-batch {batch_id} left for the next run")
                 result = applier.apply(batch, batch_id)
                 if isinstance(applier, Stager):
-                    ticks.extend(drain(spark, config, heard))
+                    drained, applier.position = drain(spark, config, applier.position, heard)
+                    ticks.extend(drained)
             if result is not None:
                 heard(result)
 
@@ -457,9 +413,8 @@ def run_continuously(
                 if not query.isActive:
                     break
                 with work:
-                    ticked = _tick_due(spark, config, heard)
-                    if ticked and isinstance(applier, BatchApplier):
-                        applier.forget_position()
+                    standing = applier.position or read_position(spark, config)
+                    ticked, applier.position = tick_due(spark, config, standing, heard)
                     ticks += ticked
         finally:
             stop.set()
@@ -492,11 +447,12 @@ def _run_report(batches: list[BatchResult], ticks: list[TickResult]) -> RunRepor
 def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult]:
     """Advance the epoch ``count`` times by hand (``acker tick N``), holding the writer lock."""
     with writer_lock(config, "tick"):
-        _start_from_record(config)
+        recorded = take_recorded_position(config)
         open_tables(spark, config, views=())
         upgrade_tables(spark, config)
-        ticked = engine.tick(spark, config, count)
-        _record_where_it_stands(spark, config)
+        position = recorded or read_position(spark, config)
+        ticked = engine.tick(spark, config, count, position=position)
+        _record_where_it_stands(spark, config, position_after_ticks(position, count))
         return ticked
 
 

@@ -18,10 +18,11 @@ import hashlib
 import json
 import os
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pipelines.clock import owed_ticks
 from pipelines.config import Config
 from pipelines.engine import EpochScale, Position
 from pipelines.sql import TABLES
@@ -107,13 +108,8 @@ def nothing_to_run(config: Config, now: datetime | None = None) -> bool:
         return False
     if not _stream_has_read_all(config):
         return False
-    if record["scale"] is not None:
-        scale = EpochScale(*record["scale"])
-        moment = now or datetime.now(UTC).replace(tzinfo=None)
-        now_us = round(moment.replace(tzinfo=UTC).timestamp() * 1_000_000)
-        if scale.epoch_of(now_us) > record["epoch"]:
-            return False
-    return True
+    scale = record["scale"]
+    return scale is None or owed_ticks(record["epoch"], EpochScale(*scale), now) == 0
 
 
 def _stream_has_read_all(config: Config) -> bool:

@@ -30,10 +30,10 @@ from pyspark.sql import SparkSession
 
 from pipelines import jobs
 from pipelines.cli import main
+from pipelines.clock import SLICE_SPAN
 from pipelines.config import Config
 from pipelines.engine import BatchResult, TickResult, read_position
 from pipelines.faults import CRASH_ENV, CRASH_LOG_ENV, CRASH_POINTS
-from pipelines.staging import SLICE_SPAN
 from pipelines.tables import create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import (

@@ -12,7 +12,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from pipelines import jobs
+from pipelines import clock, jobs
 from pipelines.errors import CheckpointMismatch, NotInitialised
 from pipelines.jobs import _refusal_in
 from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
@@ -33,7 +33,7 @@ def test_processing_time_clock_owes_one_tick_per_interval(acker_factory) -> None
     assert acker.batch(init(1, 5, 0)).ticks == [], "less than an interval has passed"
     started = acker.table("batches").agg(F.min("started_at")).first()[0]  # type: ignore[index]
     later = started + timedelta(seconds=2.5 * 3600)
-    assert jobs.due_ticks(acker.spark, acker.config, now=later) == 2
+    assert clock.due_ticks(acker.spark, acker.config, now=later) == 2
 
 
 def test_a_scheduled_processing_time_run_applies_each_event_in_the_epoch_it_arrived_in(

@@ -1,6 +1,8 @@
-"""The clocks that follow time, event_time and processing_time: the stream stages events, and a
-*drain* applies them epoch by epoch, each in the epoch its time gives.
+"""When epochs happen: every clock's ticks, and for the clocks that follow time, event_time and
+processing_time, the *drain* that applies staged events epoch by epoch, each in the epoch its
+time gives.
 
+- ``manual``: an epoch passes when ``acker tick`` says so; a run never ticks.
 - ``event_time``: an event's time is its ``event_time``, so a backfill of last week's events
   gives the same outcomes as processing them live. The first drain fixes the scale: the tick
   interval (counted from 1970) that holds its earliest event is the current epoch, 0 on a new
@@ -10,7 +12,8 @@
   ``ack_events`` (the stream reads Delta's change data feed, whose rows carry their commit's
   timestamp), so a scheduled run applies each event in the epoch it arrived in, not in the
   epoch of the run. The scale is the wall clock's, anchored at the latest tick: each tick of
-  this clock is dated at the start of its epoch, so ticks never move the grid.
+  this clock is dated at the start of its epoch, so ticks never move the grid, and a run ticks
+  what the wall clock owes after its drain (:func:`tick_due`).
 
 The stream over ``ack_events`` only stages its micro-batches in ``held_events`` (one idempotent
 append per stream batch). The drain then applies what is staged in time order:
@@ -50,6 +53,7 @@ from pipelines.engine import (
     Progress,
     TickResult,
     position_after,
+    position_after_ticks,
     process_batch,
 )
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
@@ -63,7 +67,12 @@ __all__ = [
     "STAGED_CLOCKS",
     "Stager",
     "drain",
+    "due_ticks",
     "event_time_started",
+    "owed_ticks",
+    "processing_clock",
+    "tick_due",
+    "tick_on_clock",
     "wall_clock",
 ]
 
@@ -81,10 +90,12 @@ _ORIGIN_PROPERTY = "batch_acker.event_time_origin_us"
 
 class Stager:
     """Stages the stream's micro-batches in ``held_events``: the staged clocks' part of the
-    stream. A stream batch staged before is skipped by Delta (idempotent append)."""
+    stream. A stream batch staged before is skipped by Delta (idempotent append). Staging does
+    not move the acker: ``position`` is where it stands, for the drain after the stream."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, position: Position) -> None:
         self.config = config
+        self.position = position
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -185,6 +196,55 @@ def wall_clock(spark: SparkSession, config: Config) -> tuple[int, EpochScale] | 
     return epoch, EpochScale(at_us - epoch * interval_us, interval_us)
 
 
+def processing_clock(spark: SparkSession, config: Config) -> tuple[int, EpochScale] | None:
+    """The processing_time clock's current epoch and grid (:func:`wall_clock`); ``None`` under
+    the other clocks, whose ticks no wall clock owes."""
+    return wall_clock(spark, config) if config.acker.clock == "processing_time" else None
+
+
+def owed_ticks(epoch: int, scale: EpochScale, now: datetime | None = None) -> int:
+    """How many ticks ``scale``'s grid owes at ``now`` (UTC, naive; the wall clock's now if
+    ``None``) to an acker at ``epoch``."""
+    moment = now or datetime.now(UTC).replace(tzinfo=None)
+    return max(0, scale.epoch_of(round(moment.replace(tzinfo=UTC).timestamp() * 1e6)) - epoch)
+
+
+def due_ticks(spark: SparkSession, config: Config, now: datetime | None = None) -> int:
+    """How many ticks the processing_time clock owes now (``now`` in UTC): one per
+    ``tick_interval_s`` since the start of the current epoch; always 0 for the manual clock,
+    and for the event_time clock, whose drain ticks as the watermark moves."""
+    anchored = processing_clock(spark, config)
+    return 0 if anchored is None else owed_ticks(*anchored, now)
+
+
+def tick_on_clock(
+    spark: SparkSession,
+    config: Config,
+    count: int,
+    position: Position,
+    progress: Progress | None,
+    scale: EpochScale | None,
+) -> tuple[list[TickResult], Position]:
+    """Tick ``count`` times from ``position`` on the configured clock; return the ticks and
+    where the acker then stands. ``scale``, the processing_time clock's grid, dates each tick
+    at the start of its epoch, so the grid stays where its latest tick put it."""
+    results = engine.tick(spark, config, count, config.acker.clock, scale, position)
+    if progress is not None and results:
+        progress(results)
+    return results, position_after_ticks(position, count)
+
+
+def tick_due(
+    spark: SparkSession, config: Config, position: Position, progress: Progress | None
+) -> tuple[list[TickResult], Position]:
+    """Tick what the processing_time clock owes now to an acker at ``position``, reading the
+    clock once; return the ticks and where the acker then stands."""
+    anchored = processing_clock(spark, config)
+    if anchored is None:
+        return [], position
+    return tick_on_clock(spark, config, owed_ticks(*anchored), position, progress, anchored[1])
+
+
 def _now_us() -> int:
     return round(datetime.now(UTC).timestamp() * 1_000_000)
 
@@ -259,64 +319,119 @@ def _finish_committed_slice(
 def drain(
     spark: SparkSession,
     config: Config,
+    position: Position,
     progress: Progress | None = None,
-) -> list[TickResult]:
-    """Apply the staged events the watermark allows, in passes over as many epochs as
-    ``acker.max_epochs_per_pass`` lets, each followed by the ticks to its last epoch; return
-    the ticks. Where the capacity guard could fire in an epoch of a pass
-    (:class:`PassTooWide`), the epochs before it are a pass and that epoch one of its own,
-    where the guard applies exactly. The caller holds the writer lock."""
-    position = engine.read_position(spark, config)
-    clock = config.acker.clock
-    if clock == "event_time":
-        scale = _read_scale(spark, config)
-        lateness_us = round(config.acker.allowed_lateness_s * 1_000_000)
-    else:  # arrivals come in commit order: none is late
-        anchored = wall_clock(spark, config)
-        interval_us = _interval_us(config)
-        scale = (
-            anchored[1]
-            if anchored is not None
-            else EpochScale(_now_us() - position.epoch * interval_us, interval_us)
-        )
-        lateness_us = 0
-    grid = None if clock == "event_time" else scale
-    width = config.acker.max_epochs_per_pass
-    crowded_limit: int | None = None
-    ticks: list[TickResult] = []
-
-    def heard(result: BatchResult | list[TickResult] | None) -> None:
-        if result and progress is not None:
-            progress(result)
-
-    def tick_to(target: int) -> None:
-        nonlocal position
-        ticked = engine.tick(spark, config, target - position.epoch, clock, grid)
-        heard(ticked)
-        ticks.extend(ticked)
-        position = Position(
-            epoch=target,
-            last_batch_id=position.last_batch_id,
-            started_batch_id=None,
-            unfinished_tick=None,
-        )
-
+) -> tuple[list[TickResult], Position]:
+    """Apply the staged events the watermark allows to an acker at ``position``, in passes over
+    as many epochs as ``acker.max_epochs_per_pass`` lets, each followed by the ticks to its last
+    epoch; return the ticks and where the acker then stands. Where the capacity guard could fire
+    in an epoch of a pass (:class:`PassTooWide`), the epochs before it are a pass and that epoch
+    one of its own, where the guard applies exactly. The caller holds the writer lock."""
     started = position.started_batch_id
     if started is not None and started < SLICE_SPAN:
         raise ClockMismatch(
             f"micro-batch {started} was interrupted under another clock: run `acker run` "
-            f"with that clock to finish it before changing acker.clock to {clock!r}"
+            f"with that clock to finish it before changing acker.clock to {config.acker.clock!r}"
         )
-    if scale is not None and started is None:  # every slice comes after the scale is fixed
-        owed = _finish_committed_slice(spark, config, scale, position)
-        if owed > position.epoch:
-            tick_to(owed)
-    while True:
-        staged = spark.table(config.qualified("held_events"))
+    return _Drain(spark, config, position, progress).run()
+
+
+class _Drain:
+    """One drain: where the acker stands and the ticks made so far, moved forward by each slice
+    it applies and each tick pass."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: Config,
+        position: Position,
+        progress: Progress | None,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.position = position
+        self.progress = progress
+        self.ticks: list[TickResult] = []
+        self.lateness_us = 0
+        self.scale: EpochScale | None
+        self.grid: EpochScale | None = None
+        if config.acker.clock == "event_time":
+            self.scale = _read_scale(spark, config)
+            self.lateness_us = round(config.acker.allowed_lateness_s * 1_000_000)
+        else:  # arrivals come in commit order: none is late
+            anchored = wall_clock(spark, config)
+            interval_us = _interval_us(config)
+            self.scale = (
+                anchored[1]
+                if anchored is not None
+                else EpochScale(_now_us() - position.epoch * interval_us, interval_us)
+            )
+            self.grid = self.scale
+
+    def run(self) -> tuple[list[TickResult], Position]:
+        started = self.position.started_batch_id
+        if self.scale is not None and started is None:  # every slice follows the fixed scale
+            self.tick_to(
+                _finish_committed_slice(self.spark, self.config, self.scale, self.position)
+            )
+        crowded_limit: int | None = None
+        while True:
+            held = self.held(started)
+            if held["rows"] == 0:
+                break
+            if self.scale is None:
+                if held["earliest_us"] is None:
+                    break  # no row that may move the clock yet: the others wait for one
+                self.scale = _fix_scale(
+                    self.spark, self.config, held["earliest_us"], self.position.epoch
+                )
+            epoch = self.position.epoch
+            latest_us = held["latest_us"]
+            watermark_epoch = (
+                epoch if latest_us is None else self.scale.epoch_of(latest_us - self.lateness_us)
+            )
+            slice_id = (
+                started
+                if started is not None
+                else max(self.position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
+            )
+            if slice_id // SLICE_SPAN != held["newest"]:
+                raise StreamBatchTooWide(
+                    f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
+                    "acker.tick_interval_s or lower acker.max_files_per_batch"
+                )
+            width = self.config.acker.max_epochs_per_pass
+            through = max(epoch, min(watermark_epoch, epoch + width - 1))
+            if crowded_limit is not None:
+                through = min(through, crowded_limit)
+            try:
+                result = _apply_slice(
+                    self.spark, self.config, self.scale, self.position, slice_id, through
+                )
+            except PassTooWide as crowded:
+                # The epochs before the crowded one as a pass, then that epoch on its own, where
+                # the capacity guard is exact; the passes after it are as wide as before.
+                crowded_limit = max(epoch, crowded.crowded_epoch - 1)
+                continue
+            crowded_limit = None
+            if result is not None:
+                self.heard(result)
+                self.position = position_after(result)
+            if started is not None:  # then on to the stream batches staged after it
+                started = None
+                self.tick_to(through)
+                continue
+            if self.position.epoch >= watermark_epoch:
+                break
+            self.tick_to(max(self.next_epoch(watermark_epoch), through))
+        return self.ticks, self.position
+
+    def held(self, started: int | None) -> Any:
+        """What ``held_events`` holds: its rows, newest stream batch, and earliest and latest
+        times that may move the clock; up to the interrupted slice's stream batch, if
+        ``started``, which is applied again first, over the same rows."""
+        staged = self.spark.table(self.config.qualified("held_events"))
         if started is not None:
-            # The interrupted slice is applied again first, over the stream batches it took:
-            # the same rows, in a pass as wide as they allow (it may differ from the first
-            # attempt's, which a replay of the same batch id replaces whole).
             staged = staged.where(F.col("stream_batch_id") <= started // SLICE_SPAN)
         held = staged.agg(
             F.count("*").alias("rows"),
@@ -325,50 +440,26 @@ def drain(
             F.max(_plausible_micros()).alias("latest_us"),
         ).first()
         assert held is not None  # an aggregate without grouping returns one row
-        if held["rows"] == 0:
-            return ticks
-        if scale is None:
-            if held["earliest_us"] is None:
-                return ticks  # no row that may move the clock yet: the others wait for one
-            scale = _fix_scale(spark, config, held["earliest_us"], position.epoch)
-        latest_us = held["latest_us"]
-        watermark_epoch = (
-            position.epoch if latest_us is None else scale.epoch_of(latest_us - lateness_us)
+        return held
+
+    def next_epoch(self, watermark_epoch: int) -> int:
+        """The next epoch that holds staged events, or the watermark's, if sooner: the epochs
+        between have no micro-batch, and their ticks are one pass."""
+        assert self.scale is not None  # a slice was applied on it
+        next_us = _earliest_us(self.spark.table(self.config.qualified("held_events")))
+        if next_us is None:
+            return watermark_epoch
+        return min(watermark_epoch, max(self.position.epoch + 1, self.scale.epoch_of(next_us)))
+
+    def tick_to(self, target: int) -> None:
+        if target <= self.position.epoch:
+            return
+        count = target - self.position.epoch
+        ticked, self.position = tick_on_clock(
+            self.spark, self.config, count, self.position, self.progress, self.grid
         )
-        slice_id = (
-            started
-            if started is not None
-            else max(position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
-        )
-        if slice_id // SLICE_SPAN != held["newest"]:
-            raise StreamBatchTooWide(
-                f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
-                "acker.tick_interval_s or lower acker.max_files_per_batch"
-            )
-        through = max(position.epoch, min(watermark_epoch, position.epoch + width - 1))
-        if crowded_limit is not None:
-            through = min(through, crowded_limit)
-        try:
-            result = _apply_slice(spark, config, scale, position, slice_id, through)
-        except PassTooWide as crowded:
-            # The epochs before the crowded one as a pass, then that epoch on its own, where
-            # the capacity guard is exact; the passes after it are as wide as before.
-            crowded_limit = max(position.epoch, crowded.crowded_epoch - 1)
-            continue
-        crowded_limit = None
-        heard(result)
-        position = position if result is None else position_after(result)
-        if started is not None:  # then on to the stream batches staged after it
-            started = None
-            if through > position.epoch:
-                tick_to(through)
-            continue
-        if position.epoch >= watermark_epoch:
-            return ticks
-        # Straight to the next epoch that has staged events: the epochs between have no
-        # micro-batch, and their ticks are one pass.
-        next_us = _earliest_us(spark.table(config.qualified("held_events")))
-        target = watermark_epoch
-        if next_us is not None:
-            target = min(target, max(position.epoch + 1, scale.epoch_of(next_us)))
-        tick_to(max(target, through))
+        self.ticks.extend(ticked)
+
+    def heard(self, result: BatchResult) -> None:
+        if self.progress is not None:
+            self.progress(result)
