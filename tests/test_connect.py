@@ -1,8 +1,8 @@
-"""Spark Connect: edge cases of tests/test_scenarios.py that between them take every path of the
-engine (a stream batch, the MERGE, completion, failure, held events, ticks and expiry, late
-events, a replay, a refused run), run in a process of their own whose sessions are Spark Connect
-clients of an embedded Connect server, give the outcomes those tests expect; and the client-side
-rendering of SQL parameters that Connect needs."""
+"""Spark Connect: edge cases of tests/test_scenarios.py that between them take the engine's steps
+(a stream batch, the MERGE, completion, ticks and expiry, late events, a replay, a refused run),
+run in a process of their own whose sessions are Spark Connect clients of an embedded Connect
+server, give the outcomes those tests expect; and the client-side rendering of SQL parameters
+that Connect needs."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from pipelines.sql import _inline_args, sql_literal
 ROOT = Path(__file__).resolve().parent.parent
 
 # A subset: the whole file over Connect was the suite's longest test (16 min of a CI run), and
-# the other cases repeat these paths with other events.
+# the other cases repeat these paths with other events (held events and failures are SQL that
+# a Connect session runs as a classic one does).
 CONNECT_SCENARIOS = (
     "test_tree_closing_across_two_batches",
-    "test_fail_before_init_is_held_then_failed_when_init_arrives",
     "test_expiry_exactly_at_the_buckets_th_tick",  # both refresh modes
     "test_late_ack_after_completion_and_after_expiry",
     "test_replaying_a_committed_batch_changes_nothing",
