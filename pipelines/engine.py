@@ -213,10 +213,13 @@ def read_position(spark: SparkSession, config: Config) -> Position:
 
 
 def position_after_ticks(position: Position, count: int) -> Position:
-    """Where the acker stands once :func:`tick` has ticked ``count`` times from ``position``."""
+    """Where the acker stands once :func:`tick` has ticked ``count`` times from ``position``:
+    a run of ticks a crash interrupted is finished first, and its epochs count toward
+    ``count``."""
     if count <= 0:
         return position
-    return replace(position, epoch=position.epoch + count, unfinished_tick=None)
+    reached = max(position.unfinished_tick or position.epoch, position.epoch + count)
+    return replace(position, epoch=reached, unfinished_tick=None)
 
 
 # The outcome tables, whose anchors' events are late, and the columns of their rows a late

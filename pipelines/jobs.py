@@ -9,7 +9,7 @@ import re
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -339,8 +339,8 @@ def _resume(
         return position, []
     anchored = processing_clock(spark, config)
     scale = None if anchored is None else anchored[1]
-    finished, _ = tick_on_clock(spark, config, 1, position, progress, scale)
-    return replace(position, epoch=position.unfinished_tick, unfinished_tick=None), finished
+    finished, position = tick_on_clock(spark, config, 1, position, progress, scale)
+    return position, finished
 
 
 def run(spark: SparkSession, config: Config, progress: Progress | None = None) -> RunReport:
