@@ -34,6 +34,7 @@ from pipelines.tables import LogHeads, log_heads, schema_location
 
 __all__ = [
     "BROADCAST_MERGE_ROWS",
+    "START",
     "BatchPlan",
     "BatchResult",
     "EpochScale",
@@ -167,6 +168,10 @@ class Position:
     """A micro-batch started but not committed: interrupted, to be finished by ``acker run``."""
     unfinished_tick: int | None
     """The epoch of a tick interrupted after it wrote expired rows, to be finished first."""
+
+
+# Where new tables stand: no tick, no batch.
+START = Position(epoch=0, last_batch_id=-1, started_batch_id=None, unfinished_tick=None)
 
 
 @dataclass(frozen=True)

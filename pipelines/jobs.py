@@ -123,9 +123,14 @@ class Status:
 
 
 def init(spark: SparkSession, config: Config) -> list[str]:
-    """Create the schema, tables and views that do not exist yet; return the tables created."""
+    """Create the schema, tables and views that do not exist yet; return the tables created.
+    Where it created them all, it records where they stand, so that the first run or tick
+    need not read it from them (:mod:`pipelines.run_record`)."""
     with writer_lock(config, "init"):
-        return create_tables(spark, config)
+        created = create_tables(spark, config)
+        if set(created) == set(TABLES):
+            save_run_record(config, engine.START, None)
+        return created
 
 
 def open_tables(

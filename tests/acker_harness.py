@@ -15,7 +15,6 @@ from pyspark.sql import types as T
 
 from pipelines import jobs
 from pipelines.config import Config
-from pipelines.engine import tick
 from pipelines.sql import TABLES
 from pipelines.tables import schema_location, table_location
 from pipelines.workload import Event, new_id
@@ -172,7 +171,8 @@ class Harness:
         return jobs.run(self.spark, self.config)
 
     def tick(self, count: int = 1) -> None:
-        tick(self.spark, self.config, count)
+        """``acker tick count``: it and the next run take the position the last one recorded."""
+        jobs.tick(self.spark, self.config, count)
 
     def table(self, name: str) -> DataFrame:
         return self.spark.table(self.config.qualified(name))

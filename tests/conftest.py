@@ -11,7 +11,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config, parse_config
+from pipelines.engine import START
 from pipelines.jobs import open_tables
+from pipelines.run_record import save_run_record
 from pipelines.session import INTERPRETED_QUERIES, build_session, is_connect
 from pipelines.tables import create_tables
 from tests.acker_harness import Harness, copy_warehouse
@@ -100,6 +102,8 @@ def acker_factory(spark: SparkSession, tmp_path: Path, blank_warehouse: Config):
         config = make_config(tmp_path / f"warehouse{next(made)}", **acker)
         copy_warehouse(blank_warehouse, config)
         open_tables(spark, config)
+        # as `acker init` leaves new tables: their position recorded
+        save_run_record(config, START, None)
         return Harness(spark, config)
 
     return build

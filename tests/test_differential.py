@@ -12,14 +12,14 @@ from tests.acker_harness import Harness
 from tests.model import AckerModel
 
 
+# Each setting's values are taken at least once; two workloads rather than one per setting,
+# since each costs about two minutes of the suite.
 @pytest.mark.parametrize(
     ("seed", "settings", "broadcast_merge"),
     [
-        (1, {"buckets": 3, "refresh": "reset"}, True),
-        (2, {"buckets": 2, "refresh": "activity", "protocol": "fsshelter"}, True),
-        (3, {"buckets": 3, "refresh": "reset", "max_pending": 30}, True),
+        (1, {"buckets": 3, "refresh": "reset", "max_pending": 30}, True),
         # batches too large to broadcast into the MERGE take its shuffled join instead
-        (4, {"buckets": 3, "refresh": "activity"}, False),
+        (2, {"buckets": 2, "refresh": "activity", "protocol": "fsshelter"}, False),
     ],
 )
 def test_pipeline_equals_model(  # type: ignore[no-untyped-def]

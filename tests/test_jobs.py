@@ -13,11 +13,14 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from pipelines import clock, jobs
+from pipelines.engine import read_position
 from pipelines.errors import CheckpointMismatch, NotInitialised
 from pipelines.jobs import _refusal_in
+from pipelines.run_record import take_recorded_position
 from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
 from pipelines.workload import WorkloadSpec
 from tests.acker_harness import Harness, ack, init, outcome
+from tests.conftest import make_config
 
 E1, E2 = 0x0123456789ABCDEF, -0x7654321076543210
 
@@ -206,3 +209,12 @@ def test_a_refusal_from_a_connect_server_is_raised_again_as_its_own_class() -> N
     assert type(refusal) is CheckpointMismatch
     assert str(refusal).startswith("micro-batch 0 is older than the last committed batch 1")
     assert _refusal_in("java.lang.OutOfMemoryError: Java heap space") is None
+
+
+def test_init_records_where_new_tables_stand_and_only_for_new_tables(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = make_config(tmp_path / "warehouse")
+    jobs.init(spark, config)
+    assert take_recorded_position(config) == read_position(spark, config)
+    # tables that existed already may hold anything: nothing recorded
+    jobs.init(spark, config)
+    assert take_recorded_position(config) is None
