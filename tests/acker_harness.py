@@ -59,6 +59,8 @@ def write_conf(config: Config, path: Path) -> Path:
         f'schema = "{config.warehouse.schema}"',
         "[maintain]",
         f"vacuum_retain_hours = {config.maintain.vacuum_retain_hours!r}",
+        "[spark]",
+        f'master = "{config.spark.master}"',
         "[spark.conf]",
     ]
     lines += [f'"{k}" = "{v}"' for k, v in config.spark.conf.items()]

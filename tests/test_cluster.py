@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pyspark
@@ -29,6 +30,7 @@ from tests.acker_harness import (
     append_micro_batch,
     assert_resolved_once,
     assert_same_tables,
+    write_conf,
 )
 from tests.conftest import TEST_SPARK_CONF, make_config
 
@@ -106,32 +108,18 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _cluster_conf(config: Config, master: str, path: Path) -> Path:
-    path.write_text(
-        "\n".join(
-            [
-                "[warehouse]",
-                f'path = "{config.warehouse.path}"',
-                f'schema = "{config.warehouse.schema}"',
-                "[acker]",
-                f'clock = "{SEMANTICS["clock"]}"',
-                f"tick_interval_s = {SEMANTICS['tick_interval_s']}",
-                "[spark]",
-                f'master = "{master}"',
-                "[spark.conf]",
-                '"spark.driver.host" = "127.0.0.1"',
-                '"spark.driver.bindAddress" = "127.0.0.1"',
-                '"spark.driver.memory" = "1g"',
-                '"spark.executor.memory" = "768m"',
-                '"spark.executor.cores" = "1"',
-                '"spark.cores.max" = "2"',
-                '"spark.ui.enabled" = "false"',
-            ]
-            # the suite's settings for tiny micro-batches, executors included
-            + [f'"{key}" = "{value}"' for key, value in CLUSTER_SPARK_CONF.items()]
-        )
-        + "\n"
-    )
-    return path
+    conf = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.memory": "1g",
+        "spark.executor.memory": "768m",
+        "spark.executor.cores": "1",
+        "spark.cores.max": "2",
+        "spark.ui.enabled": "false",
+        # the suite's settings for tiny micro-batches, executors included
+        **CLUSTER_SPARK_CONF,
+    }
+    return write_conf(replace(config, spark=replace(config.spark, master=master, conf=conf)), path)
 
 
 def _acker(conf: Path, *argv: str) -> None:
