@@ -5,9 +5,9 @@
 --       tick wrote (beyond the current epoch: a tick that was interrupted before it committed).
 --       A batch begun but not committed is found from the rows it wrote
 --       (find_unfinished_batch.sql).
--- Who runs it: pipelines.engine.read_position, before a run, batch or tick, through
---     pipelines.sql.run_sql_figures; not when the tables it reads are where the writer's own
---     last write left them (the writer keeps that position).
+-- Who runs it: pipelines.engine.read_position, through pipelines.sql.run_sql_figures: for
+--     `acker status`, and for a run or tick that finds no run record saying where the tables
+--     stand (pipelines.run_record); a run carries the position from step to step.
 -- Why several statements: each reads one small table, and most of its time is planning and
 --     scheduling, not reading; statements run side by side in threads overlap that.
 -- Parameters: :ticks, :batches, :expired, :late_events (tables).

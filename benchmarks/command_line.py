@@ -44,11 +44,12 @@ TEMPLATE_TREES = 40_000
 @dataclass(frozen=True)
 class Backfill:
     """A backfill of ``hours`` of traffic at ``trees_per_s``, with ``max_pending`` (``None``:
-    the default)."""
+    the default), judged by ``target`` (a key of :data:`benchmarks.targets.TARGETS`)."""
 
     name: str
     hours: float
     trees_per_s: float
+    target: str
     max_pending: int | None = None
 
 
@@ -61,11 +62,11 @@ class CommandLineSizes:
 
 DEFAULT_COMMAND_LINE = CommandLineSizes(
     backfills=(
-        Backfill("4 hours of the realistic mix", 4, 4000 / (4 * 3600)),
-        Backfill("an hour at 200 trees/s", 1, 200),
+        Backfill("4 hours of the realistic mix", 4, 4000 / (4 * 3600), "command_line_4_hours"),
+        Backfill("an hour at 200 trees/s", 1, 200, "command_line_hour"),
         # the benchmark's day volume, with max_pending below the day's trees (about 170,000)
         # and far above the most ever pending at once (a few hundred)
-        Backfill("a day of the realistic mix", 24, 2, max_pending=100_000),
+        Backfill("a day of the realistic mix", 24, 2, "command_line_day", max_pending=100_000),
     ),
     cycle_trees_per_s=200,
     cycles=12,
@@ -169,6 +170,7 @@ def measure_command_line(
         run_s, run_out, run_err = timed(["run"], conf)
         row = {
             "name": backfill.name,
+            "target": backfill.target,
             "hours": backfill.hours,
             "trees_per_s": backfill.trees_per_s,
             "events": events,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from benchmarks.targets import TARGETS
 from pipelines.cli import _parser, main
 from pipelines.ingest import ACK_EVENTS_SCHEMA
 from pipelines.session import LOCAL_DEFAULTS, SESSION_DEFAULTS
@@ -67,6 +68,27 @@ def dev_commands() -> set[str]:
         for m in re.finditer(r"^ {4}([a-z|-]+)\)", cases, re.MULTILINE)
         for name in m.group(1).split("|")
     }
+
+
+@pytest.mark.fast
+def test_the_readme_layout_names_every_module() -> None:
+    layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+    modules = {path.name for path in (ROOT / "pipelines").glob("*.py")} - {"__init__.py"}
+    assert sorted(name for name in modules if name not in layout) == []
+
+
+@pytest.mark.fast
+def test_the_performance_page_states_the_benchmarks_targets() -> None:
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in (ROOT / "docs" / "performance.md").read_text().splitlines()
+        if line.startswith("| ")
+    ]
+    stated = {}
+    for key, target in TARGETS.items():
+        row = next((row for row in rows if row[0].startswith(target.figure)), None)
+        stated[key] = row is not None and target.stated() in row
+    assert [key for key, found in stated.items() if not found] == []
 
 
 @pytest.mark.fast

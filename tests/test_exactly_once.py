@@ -17,7 +17,14 @@ from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.cli import main
-from pipelines.engine import BATCHES_SCHEMA, Position, process_batch, read_position, tick
+from pipelines.engine import (
+    BATCHES_SCHEMA,
+    Position,
+    _outcome_anchors,
+    process_batch,
+    read_position,
+    tick,
+)
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict, WriterBusy
 from pipelines.lock import lock_path
 from pipelines.tables import attach_tables
@@ -176,6 +183,28 @@ def test_the_outcomes_the_writer_keeps_give_way_to_another_commit(acker: Harness
     assert {row["anchor_id"] for row in acker.table("completed").collect()} == {A}
     assert {row["anchor_id"] for row in acker.table("expired").collect()} == {C}
     assert acker.pending_ids() == set()
+
+
+def test_the_outcomes_the_writer_keeps_serve_its_next_runs(acker: Harness) -> None:
+    acker.batch(init(A, E1, 0), ack(A, E1, 5), init(B, E2, 1), fail(B, 2))
+    # A new run, whose micro-batch has a session of its own: A's second ack is late.
+    acker.batch(ack(A, E1, 6))
+    late = acker.table("late_events").select("anchor_id", "batch_id")
+    assert [tuple(row) for row in late.collect()] == [(A, 1)]
+    other = acker.spark.newSession()
+    kept = _outcome_anchors(other, acker.config)
+    # From memory, not from the tables, and readable by the new session's SQL.
+    assert "Relation" not in kept._jdf.queryExecution().analyzed().toString()
+    assert_df_equality(
+        other.sql("select anchor_id, outcome, batch_id from {kept}", kept=kept),
+        other.createDataFrame(
+            [(A, "completed", 0), (B, "failed", 0)],
+            "anchor_id bigint, outcome string, batch_id bigint",
+        ),
+        ignore_row_order=True,
+        ignore_nullable=True,
+        ignore_metadata=True,
+    )
 
 
 def test_a_second_writer_is_refused_naming_the_holder(acker: Harness) -> None:
