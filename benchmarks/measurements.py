@@ -224,6 +224,37 @@ class Bench:
         return delta_floor(self.spark, config, self.sets.anchors(trees))
 
 
+def pending_scans(spark: SparkSession, config: Config, since_ms: int) -> dict[str, int]:
+    """How many times the SQL executions submitted since ``since_ms`` (epoch milliseconds) read
+    the data files of ``config``'s ``pending`` (a file scan of the table in a physical plan):
+    outside Delta's MERGE, and inside it (the executions a MERGE runs start while its own
+    command runs). Read from Spark's SQL status store, as its UI shows them."""
+    session = spark._jsparkSession
+    session.sparkContext().listenerBus().waitUntilEmpty()
+    executions = session.sharedState().statusStore().executionsList()
+    scan = f"Scan parquet spark_catalog.{config.warehouse.schema}.pending"
+    plans = []
+    for index in range(executions.size()):
+        execution = executions.apply(index)
+        started = int(execution.submissionTime())
+        if started < since_ms:
+            continue
+        ended = execution.completionTime()
+        # the plan's tree, before the details of its nodes
+        tree = str(execution.physicalPlanDescription()).split("\n\n")[0]
+        plans.append((started, int(ended.get().getTime()) if ended.isDefined() else None, tree))
+    merges = [(started, ended) for started, ended, tree in plans if "MergeIntoCommand" in tree]
+    scans = {"outside_merge": 0, "in_merge": 0}
+    for started, _, tree in plans:
+        if "MergeIntoCommand" in tree:
+            continue
+        in_merge = any(
+            begun <= started and (ended is None or started <= ended) for begun, ended in merges
+        )
+        scans["in_merge" if in_merge else "outside_merge"] += tree.count(scan)
+    return scans
+
+
 def _over_floors(seconds: float, dedup_s: float, delta_s: float) -> float:
     return round(seconds / (dedup_s + delta_s), 2)
 
@@ -236,12 +267,15 @@ def small_batches(
     as many times; also the next batch id."""
     times = []
     commits: dict[str, int] = {}
+    scans: dict[str, int] = {}
     for run in range(sizes.small_runs):
         path, _ = bench.sets.events(sizes.small_batch, seed=1000 + batch_id)
         before = bench.table_versions(config)
+        since_ms = int(time.time() * 1000)
         times.append(bench.micro_batch(config, path, batch_id)[0])
         batch_id += 1
         if run == 0:
+            scans = pending_scans(bench.spark, config, since_ms)
             after = bench.table_versions(config)
             commits = {table: after[table] - before[table] for table in TABLES}
             commits = {table: count for table, count in commits.items() if count}
@@ -262,6 +296,7 @@ def small_batches(
         "times_s": [round(t, 3) for t in times],
         "delta_commits": commits,
         "delta_commits_total": sum(commits.values()),
+        "pending_scans": scans,
         "delta_floor": floor,
         "over_delta_floor": round(median / floor["total_s"], 2),
     }

@@ -73,6 +73,11 @@ def in_process_checks(figures: Figures) -> list[Check]:
             "small_commits",
         ),
         (
+            "scans of pending per small micro-batch, outside Delta's MERGE",
+            figures.small_batches["pending_scans"]["outside_merge"],
+            "pending_scans",
+        ),
+        (
             f"bytes per pending tree / (8 x (2 + {keys} keys))",
             figures.state_size["over_information"],
             "bytes_over_information",
@@ -196,7 +201,9 @@ def print_in_process(figures: Figures) -> None:
         f" median {small['median_s']:.2f} s,"
         f" p95 {small['p95_s']:.2f} s over {small['runs']} runs;"
         f" {small['delta_commits_total']} Delta commits each"
-        f" ({', '.join(f'{t} {n}' for t, n in small['delta_commits'].items())})"
+        f" ({', '.join(f'{t} {n}' for t, n in small['delta_commits'].items())});"
+        f" scans of pending: {small['pending_scans']['outside_merge']} outside Delta's MERGE,"
+        f" {small['pending_scans']['in_merge']} inside it"
     )
     less = figures.small_batches_less_state
     print(

@@ -43,6 +43,7 @@ TARGETS: dict[str, Target] = {
     ),
     "largest_over_duckdb": Target(15, "", "10^7-event micro-batch / DuckDB, same core logic"),
     "small_commits": Target(4, "", "Delta commits of a micro-batch that resolves trees"),
+    "pending_scans": Target(0, "", "scans of `pending` per micro-batch outside Delta's MERGE"),
     "bytes_over_information": Target(1.15, "", "bytes per pending tree / the information it holds"),
     "overdue_ticks": Target(2, "", "100 overdue ticks in one call / one tick"),
     "hot_tree": Target(2, "", "hot tree of 10^6 events over 10 batches, slowest / fastest"),

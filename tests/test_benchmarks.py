@@ -51,6 +51,9 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     # a batch that resolves trees: its log row once, one MERGE, an append per output
     assert small["delta_commits"]["batches"] == 1 and small["delta_commits"]["pending"] == 1
     assert small["delta_commits_total"] == sum(small["delta_commits"].values())
+    # the touched rows read once before the MERGE; Delta's MERGE reads the table itself
+    assert small["pending_scans"]["outside_merge"] == 1
+    assert small["pending_scans"]["in_merge"] >= 1
     assert figures["state_size"]["pending_rows"] >= sizes["main_pending"]
     assert figures["state_size"]["bytes_per_anchor"] > 0
     size = figures["state_size"]
@@ -93,6 +96,7 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         f" median of {small['runs']} / Delta floor",
         f"{largest['events']:,}-event micro-batch / DuckDB",
         "Delta commits per small micro-batch",
+        "scans of pending per small micro-batch, outside Delta's MERGE",
         f"bytes per pending tree / (8 x (2 + {size['applied_keys_per_tree']} keys))",
         f"{sizes['overdue_ticks']} overdue ticks / one tick",
         f"hot tree over {sizes['hot_tree_batches']} batches: slowest / fastest batch",
