@@ -3,9 +3,14 @@ name, and the binding itself: a statement's DataFrames are visible to it and to 
 
 from __future__ import annotations
 
+from datetime import datetime
+from functools import reduce
+from typing import Any
+
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from pipelines.sql import run_sql
 from tests.acker_harness import Harness, ack, init
@@ -63,3 +68,152 @@ def test_a_micro_batch_leaves_no_view_in_the_session(spark: SparkSession, acker:
     acker.batch(ack(2, 6), ack(1, 5))  # a late ack: every step of a batch runs
     assert temp_views(spark) == before
     assert acker.pending_ids() == set() and acker.table("late_events").count() == 1
+
+
+# aggregate_batch.sql alone: each branch of the fold on hand-made classified events and
+# pending rows, against hand-written expected rows.
+CLASSIFIED_COLUMNS = (
+    "anchor_id bigint, event_type string, xor_value bigint, spout_task int,"
+    " source_msg_id string, event_time timestamp, event_epoch bigint, quarantine_reason string"
+)
+TOMBSTONE_COLUMNS = (
+    "anchor_id bigint, outcome string, outcome_reason string, outcome_batch_id bigint"
+)
+FOLD_COLUMNS = (
+    "anchor_id bigint, action string, checksum bigint, has_init boolean, failed boolean,"
+    " epoch bigint, outcome string, applied bigint, duplicates bigint, late_from bigint,"
+    " late_outcome string"
+)
+
+
+def classified(spark: SparkSession, *events: tuple[int, str, int, int]) -> DataFrame:
+    """Valid classified events from (anchor, type, value, epoch), a second apart."""
+    rows = [
+        (anchor, kind, value, 1, "m", datetime(2026, 1, 1, 0, 0, second), epoch, None)
+        for second, (anchor, kind, value, epoch) in enumerate(events)
+    ]
+    return spark.createDataFrame(rows, CLASSIFIED_COLUMNS)
+
+
+def touched(acker: Harness, *trees: tuple[int, int, int, str]) -> DataFrame:
+    """Rows of ``pending`` a batch touches, from (anchor, checksum, stamp, applied keys as a SQL
+    array): trees with their init, last written by batch 3."""
+    spark = acker.spark
+    pending = spark.table(acker.config.qualified("pending"))
+    rows = [
+        spark.sql(
+            f"select {anchor} as anchor_id, {checksum} as checksum, true as has_init,"
+            " false as failed, 1 as spout_task, 'm' as source_msg_id,"
+            " timestamp'2026-01-01' as init_time, timestamp'2026-01-01' as first_event_time,"
+            f" timestamp'2026-01-01' as last_event_time, size({keys}) as event_count,"
+            f" {stamp} as epoch, {keys} as applied_keys, 3 as batch_id, null as outcome,"
+            " null as prev"
+        )
+        for anchor, checksum, stamp, keys in trees
+    ]
+    return reduce(DataFrame.unionByName, rows).select(
+        *(F.col(field.name).cast(field.dataType) for field in pending.schema)
+    )
+
+
+def fold(acker: Harness, events: DataFrame, pending: DataFrame | None = None, **settings: Any):  # type: ignore[no-untyped-def]
+    spark = acker.spark
+    params: dict[str, Any] = {
+        "batch_id": 7,
+        "epoch": 5,
+        "refresh": "reset",
+        "protocol": "storm",
+        "large_tree_keys": 64,
+        "large_trees": False,
+        "multi_epoch": False,
+        "buckets": 10,
+        **settings,
+    }
+    empty = spark.table(acker.config.qualified("pending")).limit(0)
+    state = run_sql(
+        spark,
+        acker.config,
+        "aggregate_batch",
+        classified_events=events,
+        batch_tombstones=spark.createDataFrame([], TOMBSTONE_COLUMNS),
+        touched_pending=empty if pending is None else pending,
+        **params,
+    )
+    return state.select(*(column.split()[0] for column in FOLD_COLUMNS.split(", ")))
+
+
+def assert_folded(acker: Harness, found: DataFrame, rows: list[tuple[Any, ...]]) -> None:
+    expected = acker.spark.createDataFrame(rows, FOLD_COLUMNS)
+    assert_df_equality(found, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("refresh", ["reset", "activity"])
+def test_the_fold_renews_a_stamp_on_reset_or_on_any_applied_event(
+    acker: Harness, refresh: str
+) -> None:
+    pending = touched(acker, (1, 6, 2, "array(xxhash64('init', 6L))"), (2, 6, 2, "array()"))
+    events = classified(acker.spark, (1, "ack", 4, 5), (2, "reset", 0, 5))
+    renewed_by_ack = 5 if refresh == "activity" else 2
+    assert_folded(
+        acker,
+        fold(acker, events, pending, refresh=refresh),
+        [
+            (1, "upsert", 6 ^ 4, True, False, renewed_by_ack, None, 1, 0, None, None),
+            (2, "upsert", 6, True, False, 5, None, 1, 0, None, None),
+        ],
+    )
+
+
+@pytest.mark.parametrize("protocol", ["storm", "fsshelter"])
+def test_the_fold_completes_a_lone_init_of_zero_under_storm_only(
+    acker: Harness, protocol: str
+) -> None:
+    events = classified(
+        acker.spark, (1, "init", 0, 5), (2, "init", 0, 5), (2, "anchor", 7, 5), (2, "ack", 7, 5)
+    )
+    lone = "completed" if protocol == "storm" else None
+    assert_folded(
+        acker,
+        fold(acker, events, protocol=protocol),
+        [
+            (1, "upsert", 0, True, False, 5, lone, 1, 0, None, lone),
+            (2, "upsert", 0, True, False, 5, "completed", 3, 0, None, "completed"),
+        ],
+    )
+
+
+def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harness) -> None:
+    events = classified(
+        acker.spark,
+        (1, "init", 6, 5),
+        (1, "ack", 6, 8),  # after the tick to epoch 7 expired the tree: late
+        (2, "init", 6, 5),
+        (2, "ack", 6, 6),
+        (3, "init", 9, 5),
+        (3, "init", 9, 6),  # applied in epoch 5: a re-delivery
+        (3, "ack", 9, 6),
+    )
+    assert_folded(
+        acker,
+        fold(acker, events, multi_epoch=True, buckets=2),
+        [
+            (1, "upsert", 6, True, False, 5, None, 1, 0, 8, "expired"),
+            (2, "upsert", 0, True, False, 5, "completed", 2, 0, None, "completed"),
+            (3, "upsert", 0, True, False, 5, "completed", 2, 1, None, "completed"),
+        ],
+    )
+
+
+@pytest.mark.parametrize("keys_held", [65, 64])
+def test_a_large_tree_finds_its_re_deliveries_by_intersection_as_a_small_one_does_by_search(
+    acker: Harness, keys_held: int
+) -> None:
+    # the plan passes large_trees when a touched tree holds more than large_tree_keys keys
+    keys = f"transform(sequence(1L, {keys_held}L), v -> xxhash64('ack', v))"
+    pending = touched(acker, (9, 1000, 4, keys))
+    events = classified(acker.spark, (9, "ack", 3, 5), (9, "ack", 66, 5))
+    assert_folded(
+        acker,
+        fold(acker, events, pending, large_trees=keys_held > 64),
+        [(9, "upsert", 1000 ^ 66, True, False, 4, None, 1, 1, None, None)],
+    )
