@@ -18,6 +18,7 @@ from tests.acker_harness import Harness, ack, init
 OUTCOME_COLUMNS = "anchor_id bigint, outcome string, reason string, batch_id bigint"
 
 
+@pytest.mark.fast
 def test_a_batch_finds_as_tombstones_its_anchors_outcomes_of_earlier_batches_however_old(
     acker: Harness,
 ) -> None:
@@ -51,6 +52,7 @@ def test_a_batch_finds_as_tombstones_its_anchors_outcomes_of_earlier_batches_how
     assert_df_equality(found, expected, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.fast
 def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
     anchors = acker.spark.createDataFrame([(1,)], "anchor_id bigint")
     missing = r"needs parameters \['batch_id', 'outcome_anchors'\]"
@@ -147,6 +149,7 @@ def assert_folded(acker: Harness, found: DataFrame, rows: list[tuple[Any, ...]])
     assert_df_equality(found, expected, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("refresh", ["reset", "activity"])
 def test_the_fold_renews_a_stamp_on_reset_or_on_any_applied_event(
     acker: Harness, refresh: str
@@ -164,6 +167,7 @@ def test_the_fold_renews_a_stamp_on_reset_or_on_any_applied_event(
     )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("protocol", ["storm", "fsshelter"])
 def test_the_fold_completes_a_lone_init_of_zero_under_storm_only(
     acker: Harness, protocol: str
@@ -182,6 +186,7 @@ def test_the_fold_completes_a_lone_init_of_zero_under_storm_only(
     )
 
 
+@pytest.mark.fast
 def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harness) -> None:
     events = classified(
         acker.spark,
@@ -204,6 +209,7 @@ def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harn
     )
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("keys_held", [65, 64])
 def test_a_large_tree_finds_its_re_deliveries_by_intersection_as_a_small_one_does_by_search(
     acker: Harness, keys_held: int
