@@ -219,10 +219,6 @@ class Bench:
     def dedup_floor(self, events: Path) -> float:
         return dedup_floor(self.spark, events, self.root)
 
-    def delta_floor(self, config: Config, trees: int) -> dict[str, float]:
-        """The Delta floor of a batch of ``trees`` trees over ``config``'s ``pending``."""
-        return delta_floor(self.spark, config, self.sets.anchors(trees))
-
 
 def pending_scans(spark: SparkSession, config: Config, since_ms: int) -> dict[str, int]:
     """How many times the SQL executions submitted since ``since_ms`` (epoch milliseconds) read
@@ -328,7 +324,8 @@ def measure_batches(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         floor = bench.bare_floor(path)
         dedup = bench.dedup_floor(path)
         peer, peer_counts = bench.peer.batch(path)
-        delta = bench.delta_floor(main, events // EVENTS_PER_TREE)["total_s"]
+        anchors = bench.sets.anchors(events // EVENTS_PER_TREE)
+        delta = delta_floor(spark, main, anchors)["total_s"]
         row = {
             "events": events,
             "pending": sizes.main_pending,

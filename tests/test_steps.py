@@ -118,7 +118,9 @@ def touched(acker: Harness, *trees: tuple[int, int, int, str]) -> DataFrame:
     )
 
 
-def fold(acker: Harness, events: DataFrame, pending: DataFrame | None = None, **settings: Any):  # type: ignore[no-untyped-def]
+def fold(
+    acker: Harness, events: DataFrame, pending: DataFrame | None = None, **settings: Any
+) -> DataFrame:
     spark = acker.spark
     params: dict[str, Any] = {
         "batch_id": 7,
