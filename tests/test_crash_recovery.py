@@ -1,6 +1,7 @@
-"""Exactly-once under crashes: the real `acker run` process is killed with SIGKILL at every step
-of a micro-batch and of a tick, then simply run again; every table must end as an uninterrupted
-run leaves it, with no tree resolved twice. Also: a random crash soak over many batches, where
+"""Exactly-once under crashes: real `acker run` processes are killed with SIGKILL in turn at
+each kind of write of a micro-batch and of a tick, each finishing what the last left half-done,
+then run again to the end; every table must end as an uninterrupted run leaves it, with no tree
+resolved twice. Also: a random crash soak over many batches, where
 every run is a real process, and two runs started at once.
 
 Every case starts from a copy of one template warehouse: stream batch 0 applied (epoch 1),
@@ -61,6 +62,14 @@ BATCH_POINTS = [p for p in CRASH_POINTS if p.startswith("batch:")]
 TICK_POINTS = [p for p in CRASH_POINTS if p.startswith("tick:")]
 STAGE_POINTS = [p for p in CRASH_POINTS if p.startswith("stage:")]
 CRASHED_STREAM_BATCH, CRASHED_BATCH, CRASHED_TICK = 1, SLICE_SPAN, 2
+# Runs killed in turn at one step per kind of write, each a new process of about a minute: the
+# staging append, an outcome append (the four outputs' appends are one code path), the MERGE
+# and the batch's commit row; a tick's expired rows, its deletes and its commit row. The random
+# crash soak below may kill a run at any step.
+KILLED_IN_TURN = (
+    ("stage:appended", "batch:completed", "batch:merged", "batch:committed"),
+    ("tick:expired", "tick:deleted", "tick:committed"),
+)
 
 DONE, STUCK, FAILING, CLOCK, QUICK = 9001, 9002, 9003, 9004, 9005
 
@@ -230,23 +239,22 @@ def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spa
     assert {crash_target(point) for point in CRASH_POINTS} <= set(template.reached)
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
-    point: str, template: Template, spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize("points", KILLED_IN_TURN, ids=["micro-batch", "tick"])
+def test_killed_at_each_step_in_turn_then_run_again_equals_the_uninterrupted_run(
+    points: tuple[str, ...], template: Template, spark: SparkSession, tmp_path: Path
 ) -> None:
     config, conf = clone(spark, template.config, template.position, tmp_path)
-    assert run_acker(conf, crash_at=crash_target(point)) == -signal.SIGKILL
-
-    half_done = read_position(spark, config)
-    if point == "batch:aggregated":  # before the batch's first write: nothing to finish
-        assert half_done.started_batch_id is None
-    elif point in BATCH_POINTS[:-1]:
-        assert half_done.started_batch_id == CRASHED_BATCH
-    elif point in TICK_POINTS[:-1]:
-        assert half_done.unfinished_tick == CRASHED_TICK
     before = template.position.last_batch_id
-    slice_committed = point not in BATCH_POINTS[:-1] + STAGE_POINTS
-    assert half_done.last_batch_id == (CRASHED_BATCH if slice_committed else before)
+    for point in points:
+        # Each run finishes what the last one left half-done, then is killed at the next step.
+        assert run_acker(conf, crash_at=crash_target(point)) == -signal.SIGKILL, point
+        half_done = read_position(spark, config)
+        if point in BATCH_POINTS[:-1]:
+            assert half_done.started_batch_id == CRASHED_BATCH, point
+        elif point in TICK_POINTS[:-1]:
+            assert half_done.unfinished_tick == CRASHED_TICK, point
+        slice_committed = point not in BATCH_POINTS[:-1] + STAGE_POINTS
+        assert half_done.last_batch_id == (CRASHED_BATCH if slice_committed else before), point
 
     # Re-run through the same CLI entry point, in this process: its session is already warm.
     assert main(["run", "--conf", str(conf)]) == 0
@@ -256,15 +264,15 @@ def test_killed_at_a_step_then_run_again_equals_the_uninterrupted_run(
     assert_resolved_once(spark, config)
 
 
-@pytest.mark.parametrize("point", TICK_POINTS[:-1])
 def test_a_run_of_ticks_killed_then_run_again_equals_the_uninterrupted_run(
-    point: str, template: Template, spark: SparkSession, tmp_path: Path
+    template: Template, spark: SparkSession, tmp_path: Path
 ) -> None:
     reference, _ = clone(spark, template.config, template.position, tmp_path / "reference")
     jobs.tick(spark, reference, 4)
     config, conf = clone(spark, template.config, template.position, tmp_path / "crashed")
     target = template.position.epoch + 4
-    code, err = finish(acker_process(conf, "tick", "4", crash_at=f"{point}@{target}"))
+    # killed at the last of the four ticks, between its expired rows and its deletes
+    code, err = finish(acker_process(conf, "tick", "4", crash_at=f"tick:expired@{target}"))
     assert code == -signal.SIGKILL, err[-3000:]
     assert read_position(spark, config).unfinished_tick is not None
 

@@ -332,8 +332,10 @@ BAD_ROWS = {
 }
 
 
-@pytest.mark.parametrize("kinds", [[kind] for kind in BAD_ROWS] + [sorted(BAD_ROWS)])
-def test_the_pipeline_quarantines_bad_rows_and_goes_on(acker: Harness, kinds: list[str]) -> None:
+def test_the_pipeline_quarantines_bad_rows_and_goes_on(acker: Harness) -> None:
+    # Every kind in one micro-batch, each with its own reason (the corrupted-stream property
+    # below draws them alone and in mixes).
+    kinds = sorted(BAD_ROWS)
     good = [init(30, 12, 0), ack(30, 12, 5), init(31, 7, 0)]
     acker.batch(good[0], *(BAD_ROWS[k] for k in kinds), *good[1:])
     quarantine = acker.table("quarantine").select("reason", "source", "source_row", "batch_id")
