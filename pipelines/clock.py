@@ -162,13 +162,6 @@ def _plausible_micros() -> Column:
     return F.when(F.col("quarantine_reason").isNull(), F.unix_micros(time))
 
 
-def _earliest_us(held: DataFrame) -> int | None:
-    """The earliest time in ``held`` that may move the clock, in microseconds since 1970
-    (``None`` if none)."""
-    row = held.agg(F.min(_plausible_micros())).first()
-    return None if row is None else row[0]
-
-
 def _read_scale(spark: SparkSession, config: Config) -> EpochScale | None:
     origin = table_property(spark, config, "held_events", _ORIGIN_PROPERTY)
     return None if origin is None else EpochScale(int(origin), _interval_us(config))
@@ -375,8 +368,8 @@ class _Drain:
                 _finish_committed_slice(self.spark, self.config, self.scale, self.position)
             )
         crowded_limit: int | None = None
+        held = self.held(started)
         while True:
-            held = self.held(started)
             if held["rows"] == 0:
                 break
             if self.scale is None:
@@ -420,10 +413,13 @@ class _Drain:
             if started is not None:  # then on to the stream batches staged after it
                 started = None
                 self.tick_to(through)
+                held = self.held(started)
                 continue
             if self.position.epoch >= watermark_epoch:
                 break
-            self.tick_to(max(self.next_epoch(watermark_epoch), through))
+            # What the pass left staged: the next pass's rows, and the epoch its ticks reach.
+            held = self.held(started)
+            self.tick_to(max(self.next_epoch(held["earliest_us"], watermark_epoch), through))
         return self.ticks, self.position
 
     def held(self, started: int | None) -> Any:
@@ -442,11 +438,11 @@ class _Drain:
         assert held is not None  # an aggregate without grouping returns one row
         return held
 
-    def next_epoch(self, watermark_epoch: int) -> int:
-        """The next epoch that holds staged events, or the watermark's, if sooner: the epochs
-        between have no micro-batch, and their ticks are one pass."""
+    def next_epoch(self, next_us: int | None, watermark_epoch: int) -> int:
+        """The next epoch that holds staged events (the earliest at ``next_us``), or the
+        watermark's, if sooner: the epochs between have no micro-batch, and their ticks are one
+        pass."""
         assert self.scale is not None  # a slice was applied on it
-        next_us = _earliest_us(self.spark.table(self.config.qualified("held_events")))
         if next_us is None:
             return watermark_epoch
         return min(watermark_epoch, max(self.position.epoch + 1, self.scale.epoch_of(next_us)))

@@ -53,6 +53,7 @@ _LONGEST_FIRST = (
     "tests/test_storm_conformance.py",
     "tests/test_event_time.py::test_a_backfill_equals_the_live_run",
     "tests/test_crash_recovery.py::test_random_crashes",
+    "tests/test_crash_recovery.py::test_killed_at_each_step_in_turn",
     "tests/test_docs.py::test_the_readme_tour",
 )
 
