@@ -64,8 +64,9 @@ class Sizes:
     ingested_files: int
     hot_tree_events: int
     hot_tree_batches: int
-    backfills: tuple[tuple[int, int], ...]
-    """(hours, events) of each event_time backfill."""
+    backfills: tuple[tuple[int, int, str], ...]
+    """(hours, events, the key of its target in benchmarks/targets.py) of each event_time
+    backfill."""
 
 
 DEFAULT_SIZES = Sizes(
@@ -81,7 +82,7 @@ DEFAULT_SIZES = Sizes(
     ingested_files=10**4,
     hot_tree_events=10**6,
     hot_tree_batches=10,
-    backfills=((24, 10**6), (7 * 24, 7 * 10**6)),
+    backfills=((24, 10**6, "backfill_day"), (7 * 24, 7 * 10**6, "backfill_week")),
 )
 QUICK_SIZES = Sizes(
     batch_events=(10**3,),
@@ -96,7 +97,7 @@ QUICK_SIZES = Sizes(
     ingested_files=200,
     hot_tree_events=10**4,
     hot_tree_batches=3,
-    backfills=((2, 2 * 10**3),),
+    backfills=((2, 2 * 10**3, "backfill_day"),),
 )
 
 
@@ -522,7 +523,7 @@ def measure_hot_tree(bench: Bench, sizes: Sizes, figures: Figures) -> None:
 def measure_backfill(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     """Each backfill appended to the ``ack_events`` of a fresh warehouse under the event_time
     clock, then applied by one ``acker run`` (``jobs.run``), timed whole."""
-    for hours, events in sizes.backfills:
+    for hours, events, target in sizes.backfills:
         config = bench.new_acker(0, clock="event_time", tick_interval_s=BACKFILL_TICK_S)
         bench.sets.backfill(events, hours).write.format("delta").mode("append").saveAsTable(
             config.qualified("ack_events")
@@ -533,6 +534,7 @@ def measure_backfill(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         status = jobs.status(bench.spark, config)
         row = {
             "hours": hours,
+            "target": target,
             "events": appended,
             "epochs": len(report.ticks),
             "passes": report.batches,

@@ -93,12 +93,12 @@ def in_process_checks(figures: Figures) -> list[Check]:
             "hot_tree",
         ),
     ]
-    for backfill, key in zip(figures.backfills, ("backfill_day", "backfill_week"), strict=False):
+    for backfill in figures.backfills:
         checks.append(
             (
                 f"backfill of {backfill['hours']} h ({backfill['events']:,} events) seconds",
                 backfill["run_s"],
-                key,
+                backfill["target"],
             )
         )
     return checks
