@@ -5,10 +5,11 @@
 --       anchor, its latest earlier outcome.
 --       An anchor gets one outcome, so these never reach `expired`: the tick leaves them out,
 --       and select_reborn_late_events.sql writes their events to late_events.
--- Who runs it: pipelines.engine.tick, only when the run expires an entry without init (it
---              reads the outcome tables whole); select_reborn_late_events.sql includes it.
--- Parameters: :pending, :completed, :failed, :expired (tables); :first_epoch and :target, the
---             epochs the run's first and last ticks make current; :buckets.
+-- Who runs it: pipelines.engine.tick, only when the run expires an entry without init, reading
+--              the DataFrame {outcome_anchors} (select_outcome_anchors.sql, or what the writer
+--              keeps of it); select_reborn_late_events.sql reads its result.
+-- Parameters: :pending (table); :first_epoch and :target, the epochs the run's first and last
+--             ticks make current; :buckets.
 -- Why before :first_epoch: the run's own expired rows (written by an attempt that crashed)
 --     are not earlier outcomes.
 select
@@ -16,13 +17,7 @@ select
     max_by(r.outcome, r.batch_id) as outcome,
     max_by(r.reason, r.batch_id) as outcome_reason,
     max(r.batch_id) as outcome_batch_id
-from (
-    select anchor_id, 'completed' as outcome, reason, batch_id, epoch from identifier(:completed)
-    union all
-    select anchor_id, 'failed' as outcome, reason, batch_id, epoch from identifier(:failed)
-    union all
-    select anchor_id, 'expired' as outcome, reason, batch_id, epoch from identifier(:expired)
-) as r
+from {outcome_anchors} as r
 left semi join identifier(:pending) as p
     on r.anchor_id = p.anchor_id
     and p.outcome is null

@@ -3,10 +3,9 @@
 --       already has an outcome (reborn_entries.sql): each valid ack_events row of the anchor
 --       dated within the entry's first and last event time, with that earlier outcome, the
 --       batch that last wrote the entry, and the epoch of the tick that found it.
--- Who runs it: pipelines.engine.tick, only when select_expired.sql marked such an entry: it
---              reads ack_events whole.
--- Parameters: :pending, :ack_events, :completed, :failed, :expired (tables); :first_epoch;
---             :target; :buckets.
+-- Who runs it: pipelines.engine.tick, only when reborn_entries.sql found such an entry (the
+--              DataFrame {reborn_entries}): it reads ack_events whole.
+-- Parameters: :pending, :ack_events (tables); :first_epoch; :target; :buckets.
 with valid_events as (
     select * from identifier(:ack_events) where {{include input_contract}} is null
 ),
@@ -22,7 +21,7 @@ entries as (
         r.outcome_reason,
         r.outcome_batch_id
     from identifier(:pending) as p
-    inner join {{include reborn_entries}} as r on p.anchor_id = r.anchor_id
+    inner join {reborn_entries} as r on p.anchor_id = r.anchor_id
     where p.outcome is null and p.epoch + :buckets <= :target
 ),
 

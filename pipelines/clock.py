@@ -59,7 +59,7 @@ from pipelines.engine import (
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
 from pipelines.sql import run_sql
-from pipelines.tables import table_property
+from pipelines.tables import log_heads, table_property
 
 __all__ = [
     "CHANGE_FEED_COLUMNS",
@@ -101,13 +101,12 @@ class Stager:
         spark = batch.sparkSession
         if "_change_type" in batch.columns:  # an append-only table's feed holds only inserts
             batch = batch.where(F.col("_change_type") == "insert")
-        newest = _newest_staged(spark, self.config)
-        if batch_id < newest:
-            raise CheckpointMismatch(
-                f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
-                f"checkpoint {self.config.checkpoint_path} was rolled back or replaced; its "
-                "events would be applied twice"
-            )
+        # Delta skips the append of a stream batch staged before: a crash's replay of the last
+        # one, or an older one from a checkpoint rolled back. Where the log's head shows whether
+        # it skipped, only a skipped append is checked (two statements of a new process).
+        before = log_heads(self.config, ("held_events",))
+        if before is None:
+            self._check_not_older(spark, batch_id)
         staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
         if self.config.acker.clock == "event_time":
             staged = staged.withColumn("quarantine_reason", _implausible(batch, self.config))
@@ -117,7 +116,18 @@ class Stager:
             staged = staged.withColumn("arrived_at", _arrival(batch))
         staged = staged.drop(*CHANGE_FEED_COLUMNS)
         engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
+        if before is not None and log_heads(self.config, ("held_events",)) == before:
+            self._check_not_older(spark, batch_id)
         crash_point("stage:appended", batch_id)
+
+    def _check_not_older(self, spark: SparkSession, batch_id: int) -> None:
+        newest = _newest_staged(spark, self.config)
+        if batch_id < newest:
+            raise CheckpointMismatch(
+                f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
+                f"checkpoint {self.config.checkpoint_path} was rolled back or replaced; its "
+                "events would be applied twice"
+            )
 
 
 def _implausible(batch: DataFrame, config: Config) -> Column:

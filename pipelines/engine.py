@@ -229,10 +229,11 @@ def position_after_ticks(position: Position, count: int) -> Position:
     return replace(position, epoch=reached, unfinished_tick=None)
 
 
-# The outcome tables, whose anchors' events are late, and the columns of their rows a late
-# event's row carries, besides the anchor and the outcome.
+# The outcome tables, whose anchors' events are late, and the columns of their rows the writer
+# keeps besides the anchor and the outcome: what a late event's row carries, and the epoch
+# that tells a run of ticks which outcomes came before it.
 _OUTCOME_TABLES = ("completed", "expired", "failed")
-_OUTCOME_KEYS = ("reason", "batch_id")
+_OUTCOME_KEYS = ("reason", "batch_id", "epoch")
 
 # Kept outcomes are a union of checkpointed parts, one per write: adding a write's rows costs
 # what they do, not what the history does, and a read of many parts is compacted into one.
@@ -784,11 +785,15 @@ def _tick_to(
     ).localCheckpoint()
     # An entry without init whose anchor already has an outcome gets no second one: its events
     # are late. Only an acker that opened entries after a tombstone window left such entries
-    # (a micro-batch now finds every earlier outcome); finding them reads the outcome tables,
-    # so only where the run expires an entry without init.
+    # (a micro-batch now finds every earlier outcome); finding them looks at every outcome
+    # (kept in memory after a micro-batch of the run), so only where the run expires an entry
+    # without init.
     reborn = None
     if not expired.where(F.col("reason") == "no_init").isEmpty():
-        reborn = run_sql(spark, config, "reborn_entries", **run).localCheckpoint()
+        outcomes = _outcome_anchors(spark, config)
+        reborn = run_sql(
+            spark, config, "reborn_entries", outcome_anchors=outcomes, **run
+        ).localCheckpoint()
         if reborn.isEmpty():
             reborn = None
         else:
@@ -803,7 +808,7 @@ def _tick_to(
             expired.select("anchor_id", F.lit("expired").alias("outcome"), *_OUTCOME_KEYS),
         )
     if reborn is not None:
-        late = run_sql(spark, config, "select_reborn_late_events", **run)
+        late = run_sql(spark, config, "select_reborn_late_events", reborn_entries=reborn, **run)
         append_idempotent(late, config, "late_events", "tick", first_epoch)
     cutoff = target - config.acker.buckets
     _run_idempotent(spark, config, "tick", first_epoch, "delete_expired", cutoff=cutoff)

@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.engine import BatchResult, TickResult, process_batch
@@ -305,6 +306,28 @@ def test_an_anchor_gets_one_outcome_however_late_its_next_events_come(
         (2, "b", "no_init")
     ]
     assert acker.table("ticks").where("late_no_init > 0").count() == 0
+
+
+def test_an_entry_an_older_acker_opened_after_an_outcome_expires_as_late_events(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    acker: Harness = acker_factory(buckets=2)
+    acker.batch(init(B, E1, 0), ack(B, E1, 5), ack(A, E2, 10))  # B completes; A's ack, no init
+    # As an older acker, which forgot outcomes after a window, left it: A had completed before
+    # the batch that opened its entry without init.
+    earlier = acker.table("completed").where(f"anchor_id = {B}").withColumn("anchor_id", F.lit(A))
+    earlier.write.format("delta").mode("append").saveAsTable(acker.config.qualified("completed"))
+    acker.tick(2)  # the tick that would expire A's entry no_init
+
+    assert acker.pending_ids() == set()
+    assert acker.table("expired").count() == 0
+    late = acker.table("late_events").select(
+        "anchor_id", "event_type", "outcome", "outcome_reason", "outcome_batch_id", "tick_epoch"
+    )
+    expected = acker.spark.createDataFrame([(A, "ack", "completed", "acked", 0, 2)], late.schema)
+    assert_df_equality(late, expected, ignore_nullable=True, ignore_metadata=True)
+    ticks = acker.table("ticks").select("epoch", "expired_no_init", "late_no_init")
+    assert [tuple(r) for r in ticks.orderBy("epoch").collect()] == [(1, 0, 0), (2, 0, 1)]
 
 
 def test_fsshelter_protocol_track_anchor_ok_fail(acker: Harness) -> None:
