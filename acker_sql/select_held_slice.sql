@@ -5,7 +5,7 @@
 --       quarantined by the slice, so it goes with the first one), each with the epoch it is
 --       applied in: its time's, or the slice's first epoch :first_epoch if that is later (an
 --       event later than the watermark of the stream batches before it, or quarantined).
--- Who runs it: pipelines.staging.
+-- Who runs it: pipelines.clock (the drain).
 -- Parameters: :held_events (table); :stream_batch_id; :first_epoch; :epoch, the slice's last
 --             epoch; :origin_us and :interval_us (see held_epoch.sql).
 select

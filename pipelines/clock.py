@@ -37,6 +37,7 @@ between its commit and their removal.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -291,13 +292,12 @@ def _apply_slice(
 ) -> BatchResult | None:
     """Apply the staged events of stream batches up to ``slice_id // SLICE_SPAN`` in epochs up
     to ``through`` (each in its own epoch, those of earlier epochs in the current one) as
-    micro-batch ``slice_id``; then remove them from ``held_events``. ``None`` if there are none
-    (epochs without events need no micro-batch). Raises :class:`PassTooWide` as
-    ``process_batch`` does, having changed nothing."""
+    micro-batch ``slice_id``; then remove them from ``held_events``. The caller knows there are
+    some (epochs without events need no micro-batch). ``None`` if the slice was committed with
+    the same rows. Raises :class:`PassTooWide` as ``process_batch`` does, having changed
+    nothing."""
     bounds = _slice_bounds(scale, slice_id, through)
     events = run_sql(spark, config, "select_held_slice", first_epoch=position.epoch, **bounds)
-    if events.isEmpty():
-        return None
     result = process_batch(spark, config, events, slice_id, position, through)
     run_sql(spark, config, "delete_held_slice", **bounds).collect()
     return result
@@ -337,6 +337,40 @@ def drain(
             f"with that clock to finish it before changing acker.clock to {config.acker.clock!r}"
         )
     return _Drain(spark, config, position, progress).run()
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What ``held_events`` holds (summarize_held_events.sql): the rows every slice takes, and
+    per epoch of the others' times their count and earliest and latest time."""
+
+    untimed: int
+    timed: tuple[tuple[int, int, int], ...]
+    """Per epoch: rows, earliest and latest time (microseconds since 1970)."""
+    newest: int
+    """The newest stream batch staged (-1 if none)."""
+
+    @property
+    def rows(self) -> int:
+        return self.untimed + sum(rows for rows, _, _ in self.timed)
+
+    @property
+    def earliest_us(self) -> int | None:
+        """The earliest time that may move the clock; ``None`` if no row has one."""
+        return min((earliest for _, earliest, _ in self.timed), default=None)
+
+    @property
+    def latest_us(self) -> int | None:
+        return max((latest for _, _, latest in self.timed), default=None)
+
+    def in_slice(self, scale: EpochScale, through: int) -> bool:
+        """Whether a slice of epochs up to ``through`` takes any row."""
+        return self.untimed > 0 or any(scale.epoch_of(t[1]) <= through for t in self.timed)
+
+    def after(self, scale: EpochScale, through: int) -> _Held:
+        """What a slice of epochs up to ``through`` over every staged stream batch leaves."""
+        later = tuple(t for t in self.timed if scale.epoch_of(t[1]) > through)
+        return _Held(untimed=0, timed=later, newest=self.newest)
 
 
 class _Drain:
@@ -380,27 +414,27 @@ class _Drain:
         crowded_limit: int | None = None
         held = self.held(started)
         while True:
-            if held["rows"] == 0:
+            if held.rows == 0:
                 break
             if self.scale is None:
-                if held["earliest_us"] is None:
+                if held.earliest_us is None:
                     break  # no row that may move the clock yet: the others wait for one
                 self.scale = _fix_scale(
-                    self.spark, self.config, held["earliest_us"], self.position.epoch
+                    self.spark, self.config, held.earliest_us, self.position.epoch
                 )
             epoch = self.position.epoch
-            latest_us = held["latest_us"]
+            latest_us = held.latest_us
             watermark_epoch = (
                 epoch if latest_us is None else self.scale.epoch_of(latest_us - self.lateness_us)
             )
             slice_id = (
                 started
                 if started is not None
-                else max(self.position.last_batch_id + 1, held["newest"] * SLICE_SPAN)
+                else max(self.position.last_batch_id + 1, held.newest * SLICE_SPAN)
             )
-            if slice_id // SLICE_SPAN != held["newest"]:
+            if slice_id // SLICE_SPAN != held.newest:
                 raise StreamBatchTooWide(
-                    f"stream batch {held['newest']} spans more than {SLICE_SPAN} epochs: raise "
+                    f"stream batch {held.newest} spans more than {SLICE_SPAN} epochs: raise "
                     "acker.tick_interval_s or lower acker.max_files_per_batch"
                 )
             width = self.config.acker.max_epochs_per_pass
@@ -408,8 +442,12 @@ class _Drain:
             if crowded_limit is not None:
                 through = min(through, crowded_limit)
             try:
-                result = _apply_slice(
-                    self.spark, self.config, self.scale, self.position, slice_id, through
+                result = (
+                    _apply_slice(
+                        self.spark, self.config, self.scale, self.position, slice_id, through
+                    )
+                    if held.in_slice(self.scale, through)
+                    else None
                 )
             except PassTooWide as crowded:
                 # The epochs before the crowded one as a pass, then that epoch on its own, where
@@ -428,25 +466,34 @@ class _Drain:
             if self.position.epoch >= watermark_epoch:
                 break
             # What the pass left staged: the next pass's rows, and the epoch its ticks reach.
-            held = self.held(started)
-            self.tick_to(max(self.next_epoch(held["earliest_us"], watermark_epoch), through))
+            held = held.after(self.scale, through)
+            self.tick_to(max(self.next_epoch(held.earliest_us, watermark_epoch), through))
         return self.ticks, self.position
 
-    def held(self, started: int | None) -> Any:
-        """What ``held_events`` holds: its rows, newest stream batch, and earliest and latest
-        times that may move the clock; up to the interrupted slice's stream batch, if
+    def held(self, started: int | None) -> _Held:
+        """What ``held_events`` holds, by epoch; up to the interrupted slice's stream batch, if
         ``started``, which is applied again first, over the same rows."""
-        staged = self.spark.table(self.config.qualified("held_events"))
-        if started is not None:
-            staged = staged.where(F.col("stream_batch_id") <= started // SLICE_SPAN)
-        held = staged.agg(
-            F.count("*").alias("rows"),
-            F.max("stream_batch_id").alias("newest"),
-            F.min(_plausible_micros()).alias("earliest_us"),
-            F.max(_plausible_micros()).alias("latest_us"),
-        ).first()
-        assert held is not None  # an aggregate without grouping returns one row
-        return held
+        # Before the scale is fixed its origin is unknown, but a whole number of intervals
+        # (_fix_scale): epochs counted from 1970 group the rows as the scale's will.
+        origin_us = 0 if self.scale is None else self.scale.origin_us
+        rows = run_sql(
+            self.spark,
+            self.config,
+            "summarize_held_events",
+            stream_batch_id=None if started is None else started // SLICE_SPAN,
+            origin_us=origin_us,
+            interval_us=_interval_us(self.config),
+        ).collect()
+        untimed = next((row for row in rows if row["epoch"] is None), None)
+        return _Held(
+            untimed=0 if untimed is None else int(untimed["rows"]),
+            timed=tuple(
+                (int(row["rows"]), int(row["earliest_us"]), int(row["latest_us"]))
+                for row in rows
+                if row["epoch"] is not None
+            ),
+            newest=max((int(row["newest"]) for row in rows), default=-1),
+        )
 
     def next_epoch(self, next_us: int | None, watermark_epoch: int) -> int:
         """The next epoch that holds staged events (the earliest at ``next_us``), or the
