@@ -32,6 +32,7 @@ from pipelines.config import Config
 from pipelines.engine import append_idempotent, classify_events
 from pipelines.errors import UnreadableInput
 from pipelines.sql import quoted_table, run_sql
+from pipelines.tables import log_heads
 
 __all__ = [
     "ACK_EVENTS_SCHEMA",
@@ -247,7 +248,12 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _table_version(spark: SparkSession, config: Config, table: str) -> int:
+def _table_version(spark: SparkSession, config: Config, table: str) -> object:
+    """Something that changes with every commit to ``table``: the newest commit file of a local
+    log, else the version Delta's history names (a statement)."""
+    heads = log_heads(config, (table,))
+    if heads is not None:
+        return heads
     row = spark.sql(f"describe history {quoted_table(config, table)} limit 1").first()
     return -1 if row is None else int(row["version"])
 
@@ -365,7 +371,9 @@ def ingest(
                 source=str(file),
             ),
         }
-        counts = {table: df.count() for table, df in outputs.items()}
+        row = run_sql(spark, config, "count_ingested_rows", classified_events=classified).first()
+        assert row is not None  # an aggregate without grouping returns one row
+        counts = {table: int(row[table]) for table in outputs}
         app = f"ingest/{_file_digest(file)}"
         written = False
         for table, df in outputs.items():
