@@ -324,19 +324,22 @@ def drain(
     config: Config,
     position: Position,
     progress: Progress | None = None,
+    settled: bool = False,
 ) -> tuple[list[TickResult], Position]:
     """Apply the staged events the watermark allows to an acker at ``position``, in passes over
     as many epochs as ``acker.max_epochs_per_pass`` lets, each followed by the ticks to its last
     epoch; return the ticks and where the acker then stands. Where the capacity guard could fire
     in an epoch of a pass (:class:`PassTooWide`), the epochs before it are a pass and that epoch
-    one of its own, where the guard applies exactly. The caller holds the writer lock."""
+    one of its own, where the guard applies exactly. ``settled``: the last drain ended (the run
+    record says so, or this process ran it), so no applied row is left staged and no pass's
+    ticks are missing. The caller holds the writer lock."""
     started = position.started_batch_id
     if started is not None and started < SLICE_SPAN:
         raise ClockMismatch(
             f"micro-batch {started} was interrupted under another clock: run `acker run` "
             f"with that clock to finish it before changing acker.clock to {config.acker.clock!r}"
         )
-    return _Drain(spark, config, position, progress).run()
+    return _Drain(spark, config, position, progress).run(settled)
 
 
 @dataclass(frozen=True)
@@ -405,9 +408,11 @@ class _Drain:
             )
             self.grid = self.scale
 
-    def run(self) -> tuple[list[TickResult], Position]:
+    def run(self, settled: bool) -> tuple[list[TickResult], Position]:
         started = self.position.started_batch_id
-        if self.scale is not None and started is None:  # every slice follows the fixed scale
+        # What a crash may have left of the last slice (none before the scale is fixed): its
+        # rows, its pass's ticks.
+        if self.scale is not None and started is None and not settled:
             self.tick_to(
                 _finish_committed_slice(self.spark, self.config, self.scale, self.position)
             )

@@ -235,6 +235,11 @@ def position_after_ticks(position: Position, count: int) -> Position:
 _OUTCOME_TABLES = ("completed", "expired", "failed")
 _OUTCOME_KEYS = ("reason", "batch_id", "epoch")
 
+# The columns of late_events that select_ticks.sql counts.
+_TICK_LATE_ROWS = T.StructType(
+    [T.StructField("tick_epoch", T.LongType()), T.StructField("anchor_id", T.LongType())]
+)
+
 # Kept outcomes are a union of checkpointed parts, one per write: adding a write's rows costs
 # what they do, not what the history does, and a read of many parts is compacted into one.
 _MAX_KEPT_PARTS = 16
@@ -391,8 +396,30 @@ def _now() -> datetime:
 
 
 def _log_batch(spark: SparkSession, config: Config, result: BatchResult, replace: bool) -> None:
-    log = spark.createDataFrame([tuple(asdict(result).values())], BATCHES_SCHEMA)
+    log = _rows_in_jvm(spark, BATCHES_SCHEMA, [tuple(asdict(result).values())])
     _write_batch_rows(log, config, "batches", result.batch_id, replace)
+
+
+def _rows_in_jvm(
+    spark: SparkSession, schema: T.StructType, rows: Sequence[tuple[Any, ...]]
+) -> DataFrame:
+    """``rows`` (a few) as a DataFrame of ``schema`` planned from literals: Spark reads a
+    DataFrame made from Python rows through a Python worker, whose start costs a new process
+    about 2.5 s."""
+    if not rows:
+        return spark.range(0).select(
+            *(F.lit(None).cast(field.dataType).alias(field.name) for field in schema.fields)
+        )
+    selects = [
+        spark.range(1).select(
+            *(
+                F.lit(value).cast(field.dataType).alias(field.name)
+                for field, value in zip(schema.fields, row, strict=True)
+            )
+        )
+        for row in rows
+    ]
+    return reduce(DataFrame.unionByName, selects)
 
 
 def _check_batch_order(config: Config, position: Position, batch_id: int) -> None:
@@ -817,7 +844,7 @@ def _tick_to(
     # any other counts what it wrote, without reading the tables (about 0.5 s a tick).
     if position.unfinished_tick is None and reborn is None:
         expired_rows = expired
-        late_rows = spark.createDataFrame([], "tick_epoch bigint, anchor_id bigint")
+        late_rows = _rows_in_jvm(spark, _TICK_LATE_ROWS, [])
     else:
         expired_rows = spark.table(config.qualified("expired"))
         late_rows = spark.table(config.qualified("late_events"))

@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 from pipelines.config import Config
 from pipelines.engine import append_idempotent, classify_events
 from pipelines.errors import UnreadableInput
+from pipelines.session import is_connect
 from pipelines.sql import quoted_table, run_sql
 from pipelines.tables import log_heads
 
@@ -74,6 +75,8 @@ _EXTENSIONS = {
     ".parquet": "parquet",
 }
 _PROGRESS_EVERY = 100_000
+# Fewer rows than this per task cost more to spread over the cores than they save.
+_ROWS_PER_TASK_AT_LEAST = 50_000
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
@@ -320,12 +323,25 @@ def _spark_parquet_rows(spark: SparkSession, path: Path) -> DataFrame | None:
         if "spout_task" in types
         else F.lit(False)
     )
-    return found.select(
+    rows = found.select(
         *columns,
         (F.col("_metadata.row_index") + 1).alias("source_row"),
         F.to_json(F.struct(*[F.col(name) for name in found.columns])).alias("source_text"),
         F.when(overflow, F.lit("invalid_spout_task")).alias("read_problem"),
     )
+    return _spread(spark, path, rows)
+
+
+def _spread(spark: SparkSession, path: Path, rows: DataFrame) -> DataFrame:
+    """``rows``, read from the Parquet file ``path``, over the session's cores where the file
+    is large and has fewer row groups than cores: Spark reads a row group in one task, and a
+    file of one group would otherwise be checked and written by one core (and staged and
+    applied by one, as ack_events then holds it in one file)."""
+    if is_connect(spark):
+        return rows
+    metadata = pq.ParquetFile(path).metadata
+    parts = min(spark.sparkContext.defaultParallelism, metadata.num_rows // _ROWS_PER_TASK_AT_LEAST)
+    return rows.repartition(parts) if parts > metadata.num_row_groups else rows
 
 
 def _source_rows(

@@ -325,11 +325,12 @@ def _committed_since(spark: SparkSession, config: Config, last_batch_id: int) ->
 
 def _resume(
     spark: SparkSession, config: Config, progress: Progress | None
-) -> tuple[Position, list[TickResult]]:
+) -> tuple[Position, list[TickResult], bool]:
     """Attach the tables, take where the acker stands (from the run record, where the last run
     or tick left one: :mod:`pipelines.run_record`, else from the tables), finish a tick a crash
     interrupted (an interrupted micro-batch is finished by the stream, which replays it), and
-    return where the acker then stands."""
+    return where the acker then stands, the ticks it made, and whether the position was
+    recorded (then no work was left half-done)."""
     recorded = take_recorded_position(config)
     open_tables(spark, config, views=())
     upgrade_tables(spark, config)
@@ -341,11 +342,11 @@ def _resume(
             "cannot follow: keep acker.clock = 'event_time'"
         )
     if position.unfinished_tick is None:
-        return position, []
+        return position, [], recorded is not None
     anchored = processing_clock(spark, config)
     scale = None if anchored is None else anchored[1]
     finished, position = tick_on_clock(spark, config, 1, position, progress, scale)
-    return position, finished
+    return position, finished, False
 
 
 def run(spark: SparkSession, config: Config, progress: Progress | None = None) -> RunReport:
@@ -357,11 +358,11 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
     """
     heard = _Heard(progress)
     with writer_lock(config, "run"):
-        position, finished = _resume(spark, config, heard)
+        position, finished, settled = _resume(spark, config, heard)
         position = _process_available(spark, config, heard, position)
         ticks: list[TickResult] = []
         if config.acker.clock in STAGED_CLOCKS:
-            ticks, position = drain(spark, config, position, heard)
+            ticks, position = drain(spark, config, position, heard, settled)
         ticked, position = tick_due(spark, config, position, heard)
         _record_where_it_stands(spark, config, position)
         return _run_report(heard.batches, finished + ticks + ticked)
@@ -395,17 +396,21 @@ def run_continuously(
         )
     heard = _Heard(progress)
     with writer_lock(config, "run"):
-        position, ticks = _resume(spark, config, heard)
+        position, ticks, settled = _resume(spark, config, heard)
         work = threading.Lock()
         applier = _stream_applier(config, position)
 
         def apply(batch: DataFrame, batch_id: int) -> None:
+            nonlocal settled
             with work:
                 if stop.is_set():
                     raise StopRequested(f"micro-batch {batch_id} left for the next run")
                 result = applier.apply(batch, batch_id)
                 if isinstance(applier, Stager):
-                    drained, applier.position = drain(spark, config, applier.position, heard)
+                    drained, applier.position = drain(
+                        spark, config, applier.position, heard, settled
+                    )
+                    settled = True  # this process's drain removed every row it applied
                     ticks.extend(drained)
             if result is not None:
                 heard(result)
