@@ -608,8 +608,8 @@ def plan_batch(
         + summary["pending_adjust"]
     )
     # A pass checks each of its epochs, and where none is crowded the guard is idle in all;
-    # a single epoch applies the guard itself.
-    if through > epoch:
+    # a single epoch applies the guard itself. No epoch is crowded where every new tree fits.
+    if through > epoch and pending_before + summary["new_trees"] > config.acker.max_pending:
         crowded = run_sql_figures(
             spark,
             config,
