@@ -300,8 +300,8 @@ def _spark_parquet_rows(spark: SparkSession, path: Path) -> DataFrame | None:
     """The rows of a Parquet file as ingest's source rows, read by Spark, if every
     ``ack_events`` column it has is of a type Spark converts without loss (null where it has
     none; a spout task beyond 32 bits is ``invalid_spout_task``, as the row reader says);
-    ``None`` otherwise, for the row reader. The text of a row is its JSON, made only for the
-    rows that go to quarantine."""
+    ``None`` otherwise, for the row reader. The text of a row is its JSON, rendered for every
+    row (the quarantine keeps the bad rows')."""
     found = spark.read.parquet(str(path))
     types = {field.name: field.dataType for field in found.schema.fields}
     if any(
