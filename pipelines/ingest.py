@@ -300,8 +300,8 @@ def _spark_parquet_rows(spark: SparkSession, path: Path) -> DataFrame | None:
     """The rows of a Parquet file as ingest's source rows, read by Spark, if every
     ``ack_events`` column it has is of a type Spark converts without loss (null where it has
     none; a spout task beyond 32 bits is ``invalid_spout_task``, as the row reader says);
-    ``None`` otherwise, for the row reader. The text of a row is its JSON, rendered for every
-    row (the quarantine keeps the bad rows')."""
+    ``None`` otherwise, for the row reader. The rows' texts are left null:
+    :func:`_with_parquet_texts` renders those the quarantine keeps."""
     found = spark.read.parquet(str(path))
     types = {field.name: field.dataType for field in found.schema.fields}
     if any(
@@ -326,10 +326,30 @@ def _spark_parquet_rows(spark: SparkSession, path: Path) -> DataFrame | None:
     rows = found.select(
         *columns,
         (F.col("_metadata.row_index") + 1).alias("source_row"),
-        F.to_json(F.struct(*[F.col(name) for name in found.columns])).alias("source_text"),
+        F.lit(None).cast("string").alias("source_text"),
         F.when(overflow, F.lit("invalid_spout_task")).alias("read_problem"),
     )
     return _spread(spark, path, rows)
+
+
+def _with_parquet_texts(spark: SparkSession, path: Path, classified: DataFrame) -> DataFrame:
+    """The rows of ``classified`` (from the Parquet file ``path``) that go to quarantine, each
+    with its text, the JSON of the file's columns: joined back by row number, so that only
+    these rows are rendered (rendering every row cost the read of a large file seconds)."""
+    found = spark.read.parquet(str(path))
+    values = found.select(
+        (F.col("_metadata.row_index") + 1).alias("source_row"),
+        F.struct(*[F.col(name) for name in found.columns]).alias("source_values"),
+    )
+    bad = classified.where(
+        F.col("read_problem").isNotNull() | F.col("quarantine_reason").isNotNull()
+    )
+    return (
+        bad.drop("source_text")
+        .join(values, "source_row")
+        .withColumn("source_text", F.to_json("source_values"))
+        .drop("source_values")
+    )
 
 
 def _spread(spark: SparkSession, path: Path, rows: DataFrame) -> DataFrame:
@@ -371,10 +391,16 @@ def ingest(
     files = _input_files(paths, fmt)
     accepted = quarantined = skipped = 0
     for index, file in enumerate(files, start=1):
-        source = _spark_parquet_rows(spark, file) if file_format(file, fmt) == "parquet" else None
+        read_by_spark = (
+            _spark_parquet_rows(spark, file) if file_format(file, fmt) == "parquet" else None
+        )
+        source = read_by_spark
         if source is None:
             source = spark.createDataFrame(_source_rows(file, fmt, progress), _SOURCE_SCHEMA)
         classified = classify_events(spark, config, source)
+        bad = classified
+        if read_by_spark is not None:
+            bad = _with_parquet_texts(spark, file, classified)
         outputs = {
             "ack_events": run_sql(
                 spark, config, "select_ingested_events", classified_events=classified
@@ -383,7 +409,7 @@ def ingest(
                 spark,
                 config,
                 "select_ingest_quarantine",
-                classified_events=classified,
+                classified_events=bad,
                 source=str(file),
             ),
         }

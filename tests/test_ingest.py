@@ -285,6 +285,23 @@ def test_a_parquet_file_spark_reads_gives_what_the_row_reader_gives(
         assert sorted(tuple(row) for row in quarantined.collect()) == [
             (row, reason, str(path)) for row, reason in expected_reasons
         ]
+        if path == typed:  # read by Spark: a bad row's text is the JSON of the file's columns
+            texts = acker.table("quarantine").select("source_row", "raw").collect()
+            assert {row["source_row"]: json.loads(row["raw"]) for row in texts} == {
+                4: {
+                    "event_type": "ack",
+                    "xor_value": 1,
+                    "event_time": "2026-03-01T12:00:00.000Z",
+                    "anchor_id": 0,
+                },
+                5: {
+                    "event_type": "init",
+                    "xor_value": 4,
+                    "spout_task": 2**40,
+                    "source_msg_id": "m7",
+                    "anchor_id": 7,
+                },
+            }
 
 
 def window_of(acker: Harness, table: str) -> str | None:
