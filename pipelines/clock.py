@@ -165,14 +165,6 @@ def _newest_staged(spark: SparkSession, config: Config) -> int:
     return max(-1 if held is None or held[0] is None else held[0], newest_slice)
 
 
-def _plausible_micros() -> Column:
-    """A held row's time (its arrival under processing_time, else its event time) in
-    microseconds since 1970, null if the stager marked the row for quarantine: such a row
-    never moves the clock."""
-    time = F.coalesce(F.col("arrived_at"), F.col("event_time"))
-    return F.when(F.col("quarantine_reason").isNull(), F.unix_micros(time))
-
-
 def _read_scale(spark: SparkSession, config: Config) -> EpochScale | None:
     origin = table_property(spark, config, "held_events", _ORIGIN_PROPERTY)
     return None if origin is None else EpochScale(int(origin), _interval_us(config))
@@ -368,11 +360,17 @@ class _Held:
 
     def in_slice(self, scale: EpochScale, through: int) -> bool:
         """Whether a slice of epochs up to ``through`` takes any row."""
-        return self.untimed > 0 or any(scale.epoch_of(t[1]) <= through for t in self.timed)
+        return self.untimed > 0 or any(
+            scale.epoch_of(earliest) <= through for _, earliest, _ in self.timed
+        )
 
     def after(self, scale: EpochScale, through: int) -> _Held:
         """What a slice of epochs up to ``through`` over every staged stream batch leaves."""
-        later = tuple(t for t in self.timed if scale.epoch_of(t[1]) > through)
+        later = tuple(
+            (rows, earliest, latest)
+            for rows, earliest, latest in self.timed
+            if scale.epoch_of(earliest) > through
+        )
         return _Held(untimed=0, timed=later, newest=self.newest)
 
 

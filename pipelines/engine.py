@@ -396,30 +396,23 @@ def _now() -> datetime:
 
 
 def _log_batch(spark: SparkSession, config: Config, result: BatchResult, replace: bool) -> None:
-    log = _rows_in_jvm(spark, BATCHES_SCHEMA, [tuple(asdict(result).values())])
+    log = _row_in_jvm(spark, BATCHES_SCHEMA, tuple(asdict(result).values()))
     _write_batch_rows(log, config, "batches", result.batch_id, replace)
 
 
-def _rows_in_jvm(
-    spark: SparkSession, schema: T.StructType, rows: Sequence[tuple[Any, ...]]
+def _row_in_jvm(
+    spark: SparkSession, schema: T.StructType, row: tuple[Any, ...] | None
 ) -> DataFrame:
-    """``rows`` (a few) as a DataFrame of ``schema`` planned from literals: Spark reads a
-    DataFrame made from Python rows through a Python worker, whose start costs a new process
-    about 2.5 s."""
-    if not rows:
-        return spark.range(0).select(
-            *(F.lit(None).cast(field.dataType).alias(field.name) for field in schema.fields)
+    """``row`` (none if ``None``) as a DataFrame of ``schema`` planned from literals: Spark
+    reads a DataFrame made from Python rows through a Python worker, whose start costs a new
+    process about 2.5 s."""
+    values = (None,) * len(schema.fields) if row is None else row
+    return spark.range(0 if row is None else 1).select(
+        *(
+            F.lit(value).cast(field.dataType).alias(field.name)
+            for field, value in zip(schema.fields, values, strict=True)
         )
-    selects = [
-        spark.range(1).select(
-            *(
-                F.lit(value).cast(field.dataType).alias(field.name)
-                for field, value in zip(schema.fields, row, strict=True)
-            )
-        )
-        for row in rows
-    ]
-    return reduce(DataFrame.unionByName, selects)
+    )
 
 
 def _check_batch_order(config: Config, position: Position, batch_id: int) -> None:
@@ -844,7 +837,7 @@ def _tick_to(
     # any other counts what it wrote, without reading the tables (about 0.5 s a tick).
     if position.unfinished_tick is None and reborn is None:
         expired_rows = expired
-        late_rows = _rows_in_jvm(spark, _TICK_LATE_ROWS, [])
+        late_rows = _row_in_jvm(spark, _TICK_LATE_ROWS, None)
     else:
         expired_rows = spark.table(config.qualified("expired"))
         late_rows = spark.table(config.qualified("late_events"))
