@@ -304,8 +304,7 @@ def _finish_committed_slice(
         return position.epoch
     logged = engine.committed_batch(spark, config, position.last_batch_id)
     assert logged is not None  # read_position found it committed
-    through = logged["through_epoch"]
-    through = int(logged["epoch"] if through is None else through)
+    through = logged.epoch if logged.through_epoch is None else logged.through_epoch
     bounds = _slice_bounds(scale, position.last_batch_id, through)
     run_sql(spark, config, "delete_held_slice", **bounds).collect()
     return max(position.epoch, through)

@@ -31,28 +31,39 @@ from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.session import is_connect
-from pipelines.sql import run_sql, run_sql_figures
+from pipelines.sql import row_as, run_sql, run_sql_row
 from pipelines.tables import LogHeads, log_heads, schema_location
 
 __all__ = [
     "BROADCAST_MERGE_ROWS",
     "START",
+    "BatchInput",
     "BatchPlan",
     "BatchResult",
+    "BatchSummary",
+    "CrowdedEpoch",
     "EpochScale",
+    "FoldedState",
     "PassTooWide",
     "Position",
+    "StoredPosition",
     "TickResult",
+    "TouchedCounts",
+    "TouchedState",
+    "WrittenAfter",
     "append_idempotent",
     "classify_events",
     "commit_batch",
     "committed_batch",
+    "fold_batch",
     "interrupted_tick",
+    "look_up_touched_state",
     "plan_batch",
     "position_after",
     "position_after_ticks",
     "process_batch",
     "read_position",
+    "summarize_state",
     "tick",
     "unfinished_batch",
 ]
@@ -201,20 +212,44 @@ def interrupted_tick(epoch: int, last_expired_epoch: int | None) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class StoredPosition:
+    """read_position.sql: where the tables say the acker stands."""
+
+    epoch: int
+    last_batch_id: int
+    started_batch_id: int | None
+    """The ``started`` row an older acker wrote before a batch's first write."""
+    last_expired_epoch: int | None
+    last_late_tick_epoch: int | None
+
+
+@dataclass(frozen=True)
+class WrittenAfter:
+    """find_unfinished_batch.sql: per table a batch writes, its newest batch id after the last
+    committed one."""
+
+    pending_batch_id: int | None
+    completed_batch_id: int | None
+    failed_batch_id: int | None
+    late_batch_id: int | None
+    quarantine_batch_id: int | None
+
+
 def read_position(spark: SparkSession, config: Config) -> Position:
     """Read the current epoch, the last committed batch and any work left half-done. A run
     reads it once, or takes it from the run record (:mod:`pipelines.run_record`), and carries
     it from step to step."""
-    row = run_sql_figures(spark, config, "read_position")
-    epoch = int(row["epoch"])
-    last_batch_id = int(row["last_batch_id"])
-    last_written = [row["last_expired_epoch"], row["last_late_tick_epoch"]]
+    stored = run_sql_row(spark, config, "read_position", StoredPosition)
+    last_written = [stored.last_expired_epoch, stored.last_late_tick_epoch]
     return Position(
-        epoch=epoch,
-        last_batch_id=last_batch_id,
-        started_batch_id=unfinished_batch(spark, config, last_batch_id, row["started_batch_id"]),
+        epoch=stored.epoch,
+        last_batch_id=stored.last_batch_id,
+        started_batch_id=unfinished_batch(
+            spark, config, stored.last_batch_id, stored.started_batch_id
+        ),
         unfinished_tick=interrupted_tick(
-            epoch, max((e for e in last_written if e is not None), default=None)
+            stored.epoch, max((e for e in last_written if e is not None), default=None)
         ),
     )
 
@@ -349,8 +384,10 @@ def unfinished_batch(
 ) -> int | None:
     """The micro-batch after ``last_batch_id`` that wrote rows but did not commit, or whose
     ``started`` row an older acker left (``logged_started``); ``None`` if there is none."""
-    found = run_sql_figures(spark, config, "find_unfinished_batch", last_batch_id=last_batch_id)
-    written = [batch for batch in (*found.values(), logged_started) if batch is not None]
+    found = run_sql_row(
+        spark, config, "find_unfinished_batch", WrittenAfter, last_batch_id=last_batch_id
+    )
+    written = [batch for batch in (*asdict(found).values(), logged_started) if batch is not None]
     return max(written, default=None)
 
 
@@ -445,13 +482,14 @@ def classify_events(spark: SparkSession, config: Config, events: DataFrame) -> D
     return run_sql(spark, config, "classify_batch_events", batch_events=events).localCheckpoint()
 
 
-def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> Any:
+def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> BatchResult | None:
     """The batch log's ``committed`` row of ``batch_id`` (``None`` if it has none)."""
-    return (
+    row = (
         spark.table(config.qualified("batches"))
         .where((F.col("batch_id") == batch_id) & (F.col("status") == "committed"))
         .first()
     )
+    return None if row is None else row_as(row.asDict(), BatchResult, "the batches table")
 
 
 def position_after(result: BatchResult) -> Position:
@@ -519,6 +557,67 @@ def process_batch(
     return None if plan is None else commit_batch(spark, config, plan)
 
 
+@dataclass(frozen=True)
+class BatchInput:
+    """fingerprint_batch.sql: the batch's content hash and how many of its rows break the
+    input contract."""
+
+    fingerprint: str
+    quarantined: int
+
+
+@dataclass(frozen=True)
+class TouchedCounts:
+    """count_touched_pending.sql: of the pending rows the batch touches, those an earlier batch
+    resolved and those holding more keys than the large-tree threshold."""
+
+    resolved: int
+    large: int
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """summarize_batch_state.sql: the counts of a batch's folded state."""
+
+    rows_in: int
+    applied: int
+    duplicates: int
+    completed: int
+    failed: int
+    overflowed: int
+    pending_inserted: int
+    new_trees: int
+    pending_removed: int
+    pending_adjust: int
+    rows_to_merge: int
+    late_in_pass: int
+
+
+@dataclass(frozen=True)
+class CrowdedEpoch:
+    """find_crowded_epoch.sql: the first epoch of a pass that would end over ``max_pending``."""
+
+    crowded_epoch: int | None
+
+
+@dataclass(frozen=True)
+class TouchedState:
+    """What a batch reads of the tables: the earlier outcomes of its anchors (its tombstones)
+    and the pending rows it touches, with their counts."""
+
+    tombstones: DataFrame
+    rows: DataFrame
+    counts: TouchedCounts
+
+
+@dataclass(frozen=True)
+class FoldedState:
+    """aggregate_batch.sql's rows (what merge_pending.sql applies) and their counts."""
+
+    rows: DataFrame
+    summary: BatchSummary
+
+
 def plan_batch(
     spark: SparkSession,
     config: Config,
@@ -527,9 +626,10 @@ def plan_batch(
     position: Position,
     through_epoch: int | None = None,
 ) -> BatchPlan | None:
-    """The plan of :func:`process_batch`: classify the events, look up the state they touch,
-    fold it, and select the outcomes; ``None`` for a replay of the committed batch with the same
-    content. Each step's result is checkpointed and handed to the next by name."""
+    """The plan of :func:`process_batch`, step by step, each step's result checkpointed and
+    handed to the next: classify the events, recognise a replay, look up the state they touch,
+    fold it, apply the capacity guard, and select the outputs. ``None`` for a replay of the
+    committed batch with the same content."""
     _check_batch_order(config, position, batch_id)
     epoch = position.epoch
     through = epoch if through_epoch is None else through_epoch
@@ -538,19 +638,77 @@ def plan_batch(
     if "event_epoch" not in events.columns:
         events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
     classified = classify_events(spark, config, events)
-    input_row = run_sql(spark, config, "fingerprint_batch", classified_events=classified).first()
-    assert input_row is not None
-    fingerprint = str(input_row["fingerprint"])
-    if batch_id == position.last_batch_id:
-        committed = committed_batch(spark, config, batch_id)
-        if committed["input_fingerprint"] == fingerprint:
-            return None
-        if committed["epoch"] != epoch:
-            raise ReplayConflict(
-                f"micro-batch {batch_id} is replayed with other content after the tick to "
-                f"epoch {epoch}; a batch can only be applied again before the next tick"
-            )
+    batch_input = run_sql_row(
+        spark, config, "fingerprint_batch", BatchInput, classified_events=classified
+    )
+    if _is_replay(spark, config, batch_id, position, batch_input.fingerprint):
+        return None
+    touched = look_up_touched_state(spark, config, classified, batch_id)
+    folded = fold_batch(spark, config, classified, touched, batch_id, epoch, through)
+    # Every resolved row of pending is among the touched rows, and Delta answers a whole
+    # table's count from its log without reading the files: no scan of pending per batch.
+    pending_before = (
+        spark.table(config.qualified("pending")).count()
+        - touched.counts.resolved
+        + folded.summary.pending_adjust
+    )
+    if through > epoch:
+        _check_pass_capacity(spark, config, folded, pending_before, batch_id, epoch, through)
+    else:
+        folded = _apply_capacity_guard(spark, config, folded, pending_before)
+    outputs = _select_outputs(spark, config, classified, touched, folded, batch_input, batch_id)
+    summary, late_count = folded.summary, outputs["late_events"][0]
+    figures = {
+        "events_in": summary.rows_in + batch_input.quarantined + late_count,
+        "events_applied": summary.applied,
+        "duplicates": summary.duplicates,
+        "quarantined": batch_input.quarantined,
+        "late": late_count,
+        "completed": summary.completed,
+        "failed": summary.failed,
+        "overflowed": summary.overflowed,
+        "pending_inserted": summary.pending_inserted,
+        "pending_removed": summary.pending_removed,
+    }
+    return BatchPlan(
+        batch_id=batch_id,
+        epoch=epoch,
+        through_epoch=through,
+        again=batch_id in (position.last_batch_id, position.started_batch_id),
+        fingerprint=batch_input.fingerprint,
+        outputs=outputs,
+        state=folded.rows,
+        rows_to_merge=summary.rows_to_merge,
+        checkpoints=(classified, touched.tombstones),
+        figures=figures,
+        started=started,
+        started_at=started_at,
+    )
 
+
+def _is_replay(
+    spark: SparkSession, config: Config, batch_id: int, position: Position, fingerprint: str
+) -> bool:
+    """Whether ``batch_id`` is the committed batch again with the same content; the same id
+    with other content may replace it only before the next tick."""
+    if batch_id != position.last_batch_id:
+        return False
+    committed = committed_batch(spark, config, batch_id)
+    assert committed is not None  # read_position found it committed
+    if committed.input_fingerprint == fingerprint:
+        return True
+    if committed.epoch != position.epoch:
+        raise ReplayConflict(
+            f"micro-batch {batch_id} is replayed with other content after the tick to "
+            f"epoch {position.epoch}; a batch can only be applied again before the next tick"
+        )
+    return False
+
+
+def look_up_touched_state(
+    spark: SparkSession, config: Config, classified: DataFrame, batch_id: int
+) -> TouchedState:
+    """The batch's anchors, their earlier outcomes, and the pending rows they touch."""
     anchors = run_sql(
         spark, config, "select_batch_anchors", classified_events=classified
     ).localCheckpoint()
@@ -562,7 +720,7 @@ def plan_batch(
         outcome_anchors=_outcome_anchors(spark, config),
         batch_id=batch_id,
     ).localCheckpoint()
-    touched = run_sql(
+    rows = run_sql(
         spark,
         config,
         "select_touched_pending",
@@ -570,91 +728,140 @@ def plan_batch(
         batch_tombstones=tombstones,
         batch_id=batch_id,
     ).localCheckpoint()
-    keys = F.greatest(F.size("applied_keys"), F.size("prev.applied_keys"))
-    touched_counts = touched.agg(
-        F.count_if(F.col("outcome").isNotNull()).alias("resolved"),
-        F.count_if(keys > _LARGE_TREE_KEYS).alias("large"),
-    ).first()
-    assert touched_counts is not None  # an aggregate without grouping returns one row
-    state = run_sql(
+    counts = run_sql_row(
+        spark,
+        config,
+        "count_touched_pending",
+        TouchedCounts,
+        touched_pending=rows,
+        large_tree_keys=_LARGE_TREE_KEYS,
+    )
+    return TouchedState(tombstones, rows, counts)
+
+
+def fold_batch(
+    spark: SparkSession,
+    config: Config,
+    classified: DataFrame,
+    touched: TouchedState,
+    batch_id: int,
+    epoch: int,
+    through: int,
+) -> FoldedState:
+    """The events folded into the touched state, epoch by epoch up to ``through``
+    (aggregate_batch.sql), and counted."""
+    rows = run_sql(
         spark,
         config,
         "aggregate_batch",
         classified_events=classified,
-        batch_tombstones=tombstones,
-        touched_pending=touched,
+        batch_tombstones=touched.tombstones,
+        touched_pending=touched.rows,
         batch_id=batch_id,
         epoch=epoch,
         refresh=config.acker.refresh,
         protocol=config.acker.protocol,
         large_tree_keys=_LARGE_TREE_KEYS,
-        large_trees=touched_counts["large"] > 0,
+        large_trees=touched.counts.large > 0,
         multi_epoch=through > epoch,
         buckets=config.acker.buckets,
     ).localCheckpoint()
-    summary = _summarize(spark, config, state)
-    # Every resolved row of pending is among the touched rows, and Delta answers a whole
-    # table's count from its log without reading the files: no scan of pending per batch.
-    pending_before = (
-        spark.table(config.qualified("pending")).count()
-        - touched_counts["resolved"]
-        + summary["pending_adjust"]
-    )
-    # A pass checks each of its epochs, and where none is crowded the guard is idle in all;
-    # a single epoch applies the guard itself. No epoch is crowded where every new tree fits.
-    if through > epoch and pending_before + summary["new_trees"] > config.acker.max_pending:
-        crowded = run_sql_figures(
-            spark,
-            config,
-            "find_crowded_epoch",
-            batch_state=state,
-            pending_before=pending_before,
-            max_pending=config.acker.max_pending,
-            buckets=config.acker.buckets,
-            through=through,
-        )["crowded_epoch"]
-        if crowded is not None:
-            raise PassTooWide(batch_id, epoch, through, int(crowded))
-    excess = pending_before - summary["pending_removed"] + summary["pending_inserted"]
-    excess -= config.acker.max_pending
-    if through == epoch and excess > 0:
-        state = run_sql(
-            spark, config, "apply_capacity_guard", batch_state=state, excess=excess
-        ).localCheckpoint()
-        summary = _summarize(spark, config, state)
+    return FoldedState(rows, summarize_state(spark, config, rows))
 
+
+def summarize_state(spark: SparkSession, config: Config, state: DataFrame) -> BatchSummary:
+    """The counts of a folded state (summarize_batch_state.sql)."""
+    return run_sql_row(spark, config, "summarize_batch_state", BatchSummary, batch_state=state)
+
+
+def _check_pass_capacity(
+    spark: SparkSession,
+    config: Config,
+    folded: FoldedState,
+    pending_before: int,
+    batch_id: int,
+    epoch: int,
+    through: int,
+) -> None:
+    """Raise :class:`PassTooWide` where the capacity guard would fire at the end of one of the
+    pass's epochs. No epoch is crowded where every new tree of the pass fits."""
+    if pending_before + folded.summary.new_trees <= config.acker.max_pending:
+        return
+    crowded = run_sql_row(
+        spark,
+        config,
+        "find_crowded_epoch",
+        CrowdedEpoch,
+        batch_state=folded.rows,
+        pending_before=pending_before,
+        max_pending=config.acker.max_pending,
+        buckets=config.acker.buckets,
+        through=through,
+    ).crowded_epoch
+    if crowded is not None:
+        raise PassTooWide(batch_id, epoch, through, crowded)
+
+
+def _apply_capacity_guard(
+    spark: SparkSession, config: Config, folded: FoldedState, pending_before: int
+) -> FoldedState:
+    """A single epoch's state with the trees beyond ``max_pending`` expired as ``overflow``
+    (apply_capacity_guard.sql), or as it was where they fit."""
+    summary = folded.summary
+    excess = pending_before - summary.pending_removed + summary.pending_inserted
+    excess -= config.acker.max_pending
+    if excess <= 0:
+        return folded
+    rows = run_sql(
+        spark, config, "apply_capacity_guard", batch_state=folded.rows, excess=excess
+    ).localCheckpoint()
+    return FoldedState(rows, summarize_state(spark, config, rows))
+
+
+def _select_outputs(
+    spark: SparkSession,
+    config: Config,
+    classified: DataFrame,
+    touched: TouchedState,
+    folded: FoldedState,
+    batch_input: BatchInput,
+    batch_id: int,
+) -> dict[str, tuple[int, DataFrame]]:
+    """Per output table, in the order they are written: its row count and its rows."""
     late = run_sql(
         spark,
         config,
         "select_late_events",
         classified_events=classified,
-        batch_tombstones=tombstones,
-        batch_state=state,
+        batch_tombstones=touched.tombstones,
+        batch_state=folded.rows,
         batch_id=batch_id,
     )
     # Late events are rare: without tombstones or events a pass left unapplied there are none,
     # and counting them would read every event of the batch again.
     late_count = 0
-    if summary["late_in_pass"] or not tombstones.isEmpty():
+    if folded.summary.late_in_pass or not touched.tombstones.isEmpty():
         late_count = late.count()
     outputs = {
         outcome: (
-            summary[outcome],
+            count,
             run_sql(
                 spark,
                 config,
                 "select_resolved",
-                batch_state=state,
+                batch_state=folded.rows,
                 outcome=outcome,
                 batch_id=batch_id,
             ),
         )
-        for outcome in ("completed", "failed")
+        for outcome, count in (
+            ("completed", folded.summary.completed),
+            ("failed", folded.summary.failed),
+        )
     }
     outputs["late_events"] = (late_count, late)
-    quarantined = int(input_row["quarantined"])
     outputs["quarantine"] = (
-        quarantined,
+        batch_input.quarantined,
         run_sql(
             spark,
             config,
@@ -664,38 +871,7 @@ def plan_batch(
             source=config.qualified("ack_events"),
         ),
     )
-    figures = {
-        "events_in": int(summary["rows_in"]) + quarantined + late_count,
-        "events_applied": int(summary["applied"]),
-        "duplicates": int(summary["duplicates"]),
-        "quarantined": quarantined,
-        "late": late_count,
-        "completed": int(summary["completed"]),
-        "failed": int(summary["failed"]),
-        "overflowed": int(summary["overflowed"]),
-        "pending_inserted": int(summary["pending_inserted"]),
-        "pending_removed": int(summary["pending_removed"]),
-    }
-    return BatchPlan(
-        batch_id=batch_id,
-        epoch=epoch,
-        through_epoch=through,
-        again=batch_id in (position.last_batch_id, position.started_batch_id),
-        fingerprint=fingerprint,
-        outputs=outputs,
-        state=state,
-        rows_to_merge=int(summary["rows_to_merge"]),
-        checkpoints=(classified, tombstones),
-        figures=figures,
-        started=started,
-        started_at=started_at,
-    )
-
-
-def _summarize(spark: SparkSession, config: Config, state: DataFrame) -> Any:
-    summary = run_sql(spark, config, "summarize_batch_state", batch_state=state).first()
-    assert summary is not None  # an aggregate without grouping returns one row
-    return summary
+    return outputs
 
 
 def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchResult:

@@ -17,13 +17,14 @@ of the same name: it is bound for that one statement, never left in the session 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -38,8 +39,10 @@ __all__ = [
     "quoted_table",
     "relations_read",
     "relations_read_by",
+    "row_as",
     "run_sql",
     "run_sql_figures",
+    "run_sql_row",
     "split_statements",
     "sql_literal",
     "sql_with_args",
@@ -274,3 +277,27 @@ def run_sql_figures(
     with ThreadPoolExecutor(workers) as pool:
         rows = list(pool.map(first_row, statements))
     return {key: value for row in rows for key, value in row.items()}
+
+
+Shape = TypeVar("Shape")
+
+
+def row_as(values: Mapping[str, Any], shape: type[Shape], step: str) -> Shape:
+    """``values``, the one row of ``step`` by column, as ``shape``: a dataclass whose fields
+    are exactly the step's columns. A column renamed on one side only fails here, naming both
+    sides, not later as a missing key."""
+    fields = [field.name for field in dataclasses.fields(shape)]  # type: ignore[arg-type]
+    if set(values) != set(fields):
+        raise TypeError(
+            f"{step} returns the columns {sorted(values)}, "
+            f"but {shape.__name__} reads {sorted(fields)}"
+        )
+    return shape(**values)
+
+
+def run_sql_row(
+    spark: SparkSession, config: Config, name: str, shape: type[Shape], **params: Any
+) -> Shape:
+    """The one row of ``acker_sql/<name>.sql`` (of all its statements, as
+    :func:`run_sql_figures` runs them) as ``shape`` (see :func:`row_as`)."""
+    return row_as(run_sql_figures(spark, config, name, **params), shape, f"{name}.sql")

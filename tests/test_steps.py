@@ -12,8 +12,11 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines.sql import run_sql
-from tests.acker_harness import Harness, ack, init
+from pipelines import jobs
+from pipelines.engine import BatchInput, plan_batch, read_position
+from pipelines.sql import row_as, run_sql
+from pipelines.workload import Event
+from tests.acker_harness import Harness, ack, at, fail, init
 
 OUTCOME_COLUMNS = "anchor_id bigint, outcome string, reason string, batch_id bigint"
 
@@ -58,6 +61,52 @@ def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
     missing = r"needs parameters \['batch_id', 'outcome_anchors'\]"
     with pytest.raises(KeyError, match=missing):
         run_sql(acker.spark, acker.config, "find_batch_tombstones", batch_anchors=anchors)
+
+
+@pytest.mark.fast
+def test_a_step_s_result_is_read_by_a_shape_naming_exactly_its_columns() -> None:
+    row = {"fingerprint": "3:12", "quarantined": 1}
+    assert row_as(row, BatchInput, "fingerprint_batch.sql") == BatchInput("3:12", 1)
+    renamed = {"fingerprint": "3:12", "quarantined_rows": 1}
+    with pytest.raises(TypeError, match=r"\['fingerprint', 'quarantined_rows'\].*BatchInput"):
+        row_as(renamed, BatchInput, "fingerprint_batch.sql")
+
+
+@pytest.mark.fast
+def test_a_plan_counts_what_each_of_its_steps_found(acker: Harness) -> None:
+    """Every step of plan_batch, each read by its typed shape, on a batch with one tree of each
+    kind: the plan's figures are the batch log's counts, written by hand."""
+    spark, config = acker.spark, acker.config
+    events = [
+        *(init(1, 5), ack(1, 5), ack(1, 5)),  # completed, with one re-delivered ack
+        init(2, 6),  # stays pending
+        *(init(3, 7), fail(3)),  # failed
+        Event(0, "ack", 3, None, None, "bolt", at(0), None),  # the zero anchor: quarantined
+    ]
+    rows = spark.createDataFrame([event.row() for event in events], jobs.ACK_EVENTS_SCHEMA)
+
+    plan = plan_batch(spark, config, rows, 0, read_position(spark, config))
+
+    assert plan is not None
+    assert plan.figures == {
+        "events_in": 7,
+        "events_applied": 5,
+        "duplicates": 1,
+        "quarantined": 1,
+        "late": 0,
+        "completed": 1,
+        "failed": 1,
+        "overflowed": 0,
+        "pending_inserted": 1,
+        "pending_removed": 0,
+    }
+    assert plan.rows_to_merge == 1  # tree 2; the trees resolved at once never enter pending
+    assert {table: count for table, (count, _) in plan.outputs.items()} == {
+        "completed": 1,
+        "failed": 1,
+        "late_events": 0,
+        "quarantine": 1,
+    }
 
 
 def temp_views(spark: SparkSession) -> set[str]:
