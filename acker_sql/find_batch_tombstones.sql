@@ -7,7 +7,7 @@
 --              {outcome_anchors} (select_outcome_anchors.sql, or what the writer keeps of it).
 -- Parameters: :batch_id.
 -- Output: per anchor, its latest outcome, for the late_events rows of its events
---         (aggregate_batch.sql leaves them out, select_late_events.sql writes them).
+--         (mark_redeliveries.sql leaves them out, select_late_events.sql writes them).
 -- Why no check against pending: a tree with an outcome never re-enters pending, because its
 --             events are late.
 with remembered as (

@@ -7,7 +7,7 @@
 --       Pending trees the pass does not touch are counted throughout, though some may expire
 --       within it: the count may be high, never low.
 -- Who runs it: pipelines.engine.plan_batch, for a pass over several epochs.
--- Reads: the DataFrame {batch_state} (aggregate_batch.sql's output).
+-- Reads: the DataFrame {batch_state} (fold_epochs.sql's output).
 -- Parameters: :pending_before, trees pending before the pass; :max_pending; :buckets;
 --             :through, the pass's last epoch.
 with changes as (

@@ -3,9 +3,9 @@
 --       touch, rows an earlier attempt of this same batch wrote, and rows of trees resolved by
 --       an earlier batch (to purge).
 -- Who runs it: pipelines.engine.plan_batch, reading the DataFrames {batch_anchors} and
---              {batch_tombstones}; it materialises the result once for aggregate_batch.
+--              {batch_tombstones}; it materialises the result once for the fold.
 -- Parameters: :pending (table); :batch_id.
--- Why its own step: aggregate_batch reads these rows twice (for seen keys and for the new
+-- Why its own step: the fold reads these rows twice (for seen keys and for the new
 --     state); reading pending here once instead of there twice halved the scan of a large
 --     pending table.
 with live_anchors as (

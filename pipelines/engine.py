@@ -56,6 +56,7 @@ __all__ = [
     "commit_batch",
     "committed_batch",
     "fold_batch",
+    "fold_events",
     "interrupted_tick",
     "look_up_touched_state",
     "plan_batch",
@@ -78,7 +79,7 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 BROADCAST_MERGE_ROWS = 50_000
 
 # Above this many applied keys a tree's re-deliveries are found by one hashed intersection with
-# the batch's keys rather than a search per event (aggregate_batch.sql): a scan of 64 longs is
+# the batch's keys rather than a search per event (mark_redeliveries.sql): a scan of 64 longs is
 # cheaper than building a hash set, a scan of 10^5 per event is not.
 _LARGE_TREE_KEYS = 64
 
@@ -516,7 +517,7 @@ class BatchPlan:
     outputs: dict[str, tuple[int, DataFrame]]
     """Per output table, in the order they are written: its row count and its rows."""
     state: DataFrame
-    """The rows merge_pending.sql applies to ``pending`` (aggregate_batch.sql's output)."""
+    """The rows merge_pending.sql applies to ``pending`` (:func:`fold_events`' output)."""
     rows_to_merge: int
     checkpoints: tuple[DataFrame, ...]
     """The earlier steps the outputs read: over Spark Connect a checkpoint lasts only as long
@@ -612,7 +613,7 @@ class TouchedState:
 
 @dataclass(frozen=True)
 class FoldedState:
-    """aggregate_batch.sql's rows (what merge_pending.sql applies) and their counts."""
+    """:func:`fold_events`' rows (what merge_pending.sql applies) and their counts."""
 
     rows: DataFrame
     summary: BatchSummary
@@ -749,11 +750,10 @@ def fold_batch(
     through: int,
 ) -> FoldedState:
     """The events folded into the touched state, epoch by epoch up to ``through``
-    (aggregate_batch.sql), and counted."""
-    rows = run_sql(
+    (:func:`fold_events`), checkpointed and counted."""
+    rows = fold_events(
         spark,
         config,
-        "aggregate_batch",
         classified_events=classified,
         batch_tombstones=touched.tombstones,
         touched_pending=touched.rows,
@@ -767,6 +767,39 @@ def fold_batch(
         buckets=config.acker.buckets,
     ).localCheckpoint()
     return FoldedState(rows, summarize_state(spark, config, rows))
+
+
+def fold_events(
+    spark: SparkSession,
+    config: Config,
+    classified_events: DataFrame,
+    batch_tombstones: DataFrame,
+    touched_pending: DataFrame,
+    **params: Any,
+) -> DataFrame:
+    """The fold, the heart of the acker: its four rules, each a SQL file, composed into one
+    plan. select_base_state.sql takes each touched row's base state, mark_redeliveries.sql
+    collapses the events per key and marks re-deliveries, aggregate_epochs.sql XORs them per
+    anchor and epoch, and fold_epochs.sql folds each anchor's epochs, in order, into its base:
+    the rows merge_pending.sql applies. ``params`` are the statements' parameters (each takes
+    those it names): batch_id, epoch, refresh, protocol, large_tree_keys, large_trees,
+    multi_epoch and buckets."""
+    base_state = run_sql(
+        spark, config, "select_base_state", touched_pending=touched_pending, **params
+    )
+    marked_keys = run_sql(
+        spark,
+        config,
+        "mark_redeliveries",
+        classified_events=classified_events,
+        batch_tombstones=batch_tombstones,
+        base_state=base_state,
+        **params,
+    )
+    epoch_parts = run_sql(spark, config, "aggregate_epochs", marked_keys=marked_keys)
+    return run_sql(
+        spark, config, "fold_epochs", epoch_parts=epoch_parts, base_state=base_state, **params
+    )
 
 
 def summarize_state(spark: SparkSession, config: Config, state: DataFrame) -> BatchSummary:

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import jobs
-from pipelines.engine import BatchInput, plan_batch, read_position
+from pipelines.engine import BatchInput, fold_events, plan_batch, read_position
 from pipelines.sql import row_as, run_sql
 from pipelines.workload import Event
 from tests.acker_harness import Harness, ack, at, fail, init
@@ -121,7 +121,7 @@ def test_a_micro_batch_leaves_no_view_in_the_session(spark: SparkSession, acker:
     assert acker.pending_ids() == set() and acker.table("late_events").count() == 1
 
 
-# aggregate_batch.sql alone: each branch of the fold on hand-made classified events and
+# The fold alone (its four SQL rules): each branch on hand-made classified events and
 # pending rows, against hand-written expected rows.
 CLASSIFIED_COLUMNS = (
     "anchor_id bigint, event_type string, xor_value bigint, spout_task int,"
@@ -183,10 +183,9 @@ def fold(
         **settings,
     }
     empty = spark.table(acker.config.qualified("pending")).limit(0)
-    state = run_sql(
+    state = fold_events(
         spark,
         acker.config,
-        "aggregate_batch",
         classified_events=events,
         batch_tombstones=spark.createDataFrame([], TOMBSTONE_COLUMNS),
         touched_pending=empty if pending is None else pending,
@@ -198,6 +197,36 @@ def fold(
 def assert_folded(acker: Harness, found: DataFrame, rows: list[tuple[Any, ...]]) -> None:
     expected = acker.spark.createDataFrame(rows, FOLD_COLUMNS)
     assert_df_equality(found, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.fast
+def test_the_base_state_is_a_row_as_it_was_before_this_batch_however_often_it_ran(
+    acker: Harness,
+) -> None:
+    rows = touched(acker, *((anchor, 6, 2, "array()") for anchor in (1, 2, 3, 4)))
+    prev_type = rows.schema["prev"].dataType
+    before_batch_7 = F.struct(*(F.col(field) for field in prev_type.fieldNames()))
+    changed = ("anchor_id", "checksum", "batch_id", "outcome", "prev")
+    rows = rows.select(
+        "anchor_id",
+        # 2: an earlier attempt of batch 7 moved it from checksum 6 to 4; 4: one created it
+        F.when(F.col("anchor_id") == 2, 4).otherwise(F.col("checksum")).alias("checksum"),
+        *(column for column in rows.columns if column not in changed),
+        F.when(F.col("anchor_id").isin(2, 4), 7).otherwise(3).cast("bigint").alias("batch_id"),
+        # 3: completed by batch 3, its row purged once this batch commits
+        F.when(F.col("anchor_id") == 3, "completed").alias("outcome"),
+        F.when(F.col("anchor_id") == 2, before_batch_7).cast(prev_type).alias("prev"),
+    )
+
+    base = run_sql(
+        acker.spark, acker.config, "select_base_state", touched_pending=rows, batch_id=7
+    ).select("anchor_id", "base.checksum", "resolved_earlier", "pending_adjust")
+
+    expected = acker.spark.createDataFrame(
+        [(1, 6, False, 0), (2, 6, False, 0), (3, None, True, 0), (4, None, False, -1)],
+        "anchor_id bigint, checksum bigint, resolved_earlier boolean, pending_adjust int",
+    )
+    assert_df_equality(base, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 @pytest.mark.fast
