@@ -59,7 +59,7 @@ from pipelines.engine import (
 )
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
-from pipelines.sql import run_sql
+from pipelines.sql import row_as, run_sql
 from pipelines.tables import log_heads, table_property
 
 __all__ = [
@@ -334,41 +334,66 @@ def drain(
 
 
 @dataclass(frozen=True)
+class HeldEpoch:
+    """summarize_held_events.sql: the staged rows of one epoch of their times (``None``: rows
+    without a time, which every slice takes)."""
+
+    epoch: int | None
+    rows: int
+    newest: int
+    """The newest stream batch among them."""
+    earliest_us: int | None
+    latest_us: int | None
+    """Their earliest and latest time, in microseconds since 1970 (``None`` without a time)."""
+
+
+@dataclass(frozen=True)
 class _Held:
-    """What ``held_events`` holds (summarize_held_events.sql): the rows every slice takes, and
-    per epoch of the others' times their count and earliest and latest time."""
+    """What ``held_events`` holds: the rows every slice takes, and per epoch of the others'
+    times their count and earliest and latest time."""
 
     untimed: int
-    timed: tuple[tuple[int, int, int], ...]
-    """Per epoch: rows, earliest and latest time (microseconds since 1970)."""
+    timed: tuple[HeldEpoch, ...]
     newest: int
     """The newest stream batch staged (-1 if none)."""
 
+    @classmethod
+    def of(cls, epochs: list[HeldEpoch]) -> _Held:
+        return cls(
+            untimed=sum(held.rows for held in epochs if held.epoch is None),
+            timed=tuple(held for held in epochs if held.epoch is not None),
+            newest=max((held.newest for held in epochs), default=-1),
+        )
+
     @property
     def rows(self) -> int:
-        return self.untimed + sum(rows for rows, _, _ in self.timed)
+        return self.untimed + sum(held.rows for held in self.timed)
 
     @property
     def earliest_us(self) -> int | None:
         """The earliest time that may move the clock; ``None`` if no row has one."""
-        return min((earliest for _, earliest, _ in self.timed), default=None)
+        times = (held.earliest_us for held in self.timed)
+        return min((us for us in times if us is not None), default=None)
 
     @property
     def latest_us(self) -> int | None:
-        return max((latest for _, _, latest in self.timed), default=None)
+        times = (held.latest_us for held in self.timed)
+        return max((us for us in times if us is not None), default=None)
 
     def in_slice(self, scale: EpochScale, through: int) -> bool:
         """Whether a slice of epochs up to ``through`` takes any row."""
         return self.untimed > 0 or any(
-            scale.epoch_of(earliest) <= through for _, earliest, _ in self.timed
+            scale.epoch_of(held.earliest_us) <= through
+            for held in self.timed
+            if held.earliest_us is not None
         )
 
     def after(self, scale: EpochScale, through: int) -> _Held:
         """What a slice of epochs up to ``through`` over every staged stream batch leaves."""
         later = tuple(
-            (rows, earliest, latest)
-            for rows, earliest, latest in self.timed
-            if scale.epoch_of(earliest) > through
+            held
+            for held in self.timed
+            if held.earliest_us is not None and scale.epoch_of(held.earliest_us) > through
         )
         return _Held(untimed=0, timed=later, newest=self.newest)
 
@@ -486,16 +511,8 @@ class _Drain:
             origin_us=origin_us,
             interval_us=_interval_us(self.config),
         ).collect()
-        untimed = next((row for row in rows if row["epoch"] is None), None)
-        return _Held(
-            untimed=0 if untimed is None else int(untimed["rows"]),
-            timed=tuple(
-                (int(row["rows"]), int(row["earliest_us"]), int(row["latest_us"]))
-                for row in rows
-                if row["epoch"] is not None
-            ),
-            newest=max((int(row["newest"]) for row in rows), default=-1),
-        )
+        step = "summarize_held_events.sql"
+        return _Held.of([row_as(row.asDict(), HeldEpoch, step) for row in rows])
 
     def next_epoch(self, next_us: int | None, watermark_epoch: int) -> int:
         """The next epoch that holds staged events (the earliest at ``next_us``), or the
