@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from pipelines.config import Config
 from pipelines.engine import append_idempotent, classify_events
 from pipelines.errors import UnreadableInput
 from pipelines.session import is_connect
-from pipelines.sql import quoted_table, run_sql
+from pipelines.sql import quoted_table, run_sql, run_sql_row
 from pipelines.tables import log_heads
 
 __all__ = [
@@ -234,6 +234,14 @@ def read_rows(path: Path, fmt: str | None = None) -> Iterator[SourceRow]:
 
 
 @dataclass(frozen=True)
+class IngestedCounts:
+    """count_ingested_rows.sql: a file's rows per table they go to."""
+
+    ack_events: int
+    quarantine: int
+
+
+@dataclass(frozen=True)
 class IngestReport:
     """What one ``acker ingest`` did."""
 
@@ -413,9 +421,11 @@ def ingest(
                 source=str(file),
             ),
         }
-        row = run_sql(spark, config, "count_ingested_rows", classified_events=classified).first()
-        assert row is not None  # an aggregate without grouping returns one row
-        counts = {table: int(row[table]) for table in outputs}
+        counts = asdict(
+            run_sql_row(
+                spark, config, "count_ingested_rows", IngestedCounts, classified_events=classified
+            )
+        )
         app = f"ingest/{_file_digest(file)}"
         written = False
         for table, df in outputs.items():
