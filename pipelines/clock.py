@@ -334,7 +334,7 @@ def drain(
 
 
 @dataclass(frozen=True)
-class HeldEpoch:
+class _HeldEpoch:
     """summarize_held_events.sql: the staged rows of one epoch of their times (``None``: rows
     without a time, which every slice takes)."""
 
@@ -353,12 +353,13 @@ class _Held:
     times their count and earliest and latest time."""
 
     untimed: int
-    timed: tuple[HeldEpoch, ...]
+    timed: tuple[_HeldEpoch, ...]
     newest: int
     """The newest stream batch staged (-1 if none)."""
 
     @classmethod
-    def of(cls, epochs: list[HeldEpoch]) -> _Held:
+    def of(cls, epochs: list[_HeldEpoch]) -> _Held:
+        """From summarize_held_events.sql's rows."""
         return cls(
             untimed=sum(held.rows for held in epochs if held.epoch is None),
             timed=tuple(held for held in epochs if held.epoch is not None),
@@ -512,7 +513,7 @@ class _Drain:
             interval_us=_interval_us(self.config),
         ).collect()
         step = "summarize_held_events.sql"
-        return _Held.of([row_as(row.asDict(), HeldEpoch, step) for row in rows])
+        return _Held.of([row_as(row.asDict(), _HeldEpoch, step) for row in rows])
 
     def next_epoch(self, next_us: int | None, watermark_epoch: int) -> int:
         """The next epoch that holds staged events (the earliest at ``next_us``), or the
