@@ -37,6 +37,7 @@ from pipelines.tables import LogHeads, log_heads, schema_location
 __all__ = [
     "BROADCAST_MERGE_ROWS",
     "START",
+    "BatchFigures",
     "BatchInput",
     "BatchPlan",
     "BatchResult",
@@ -504,6 +505,23 @@ def position_after(result: BatchResult) -> Position:
 
 
 @dataclass(frozen=True)
+class BatchFigures:
+    """A micro-batch's counts, as its row in ``batches`` and its :class:`BatchResult` hold
+    them."""
+
+    events_in: int
+    events_applied: int
+    duplicates: int
+    quarantined: int
+    late: int
+    completed: int
+    failed: int
+    overflowed: int
+    pending_inserted: int
+    pending_removed: int
+
+
+@dataclass(frozen=True)
 class BatchPlan:
     """What applying one micro-batch writes, computed by :func:`plan_batch` without writing
     anything; :func:`commit_batch` writes it."""
@@ -522,8 +540,7 @@ class BatchPlan:
     checkpoints: tuple[DataFrame, ...]
     """The earlier steps the outputs read: over Spark Connect a checkpoint lasts only as long
     as the DataFrame object that made it."""
-    figures: dict[str, int]
-    """The batch's counts for its ``batches`` row."""
+    figures: BatchFigures
     started: float
     started_at: datetime
 
@@ -659,18 +676,18 @@ def plan_batch(
         folded = _apply_capacity_guard(spark, config, folded, pending_before)
     outputs = _select_outputs(spark, config, classified, touched, folded, batch_input, batch_id)
     summary, late_count = folded.summary, outputs["late_events"][0]
-    figures = {
-        "events_in": summary.rows_in + batch_input.quarantined + late_count,
-        "events_applied": summary.applied,
-        "duplicates": summary.duplicates,
-        "quarantined": batch_input.quarantined,
-        "late": late_count,
-        "completed": summary.completed,
-        "failed": summary.failed,
-        "overflowed": summary.overflowed,
-        "pending_inserted": summary.pending_inserted,
-        "pending_removed": summary.pending_removed,
-    }
+    figures = BatchFigures(
+        events_in=summary.rows_in + batch_input.quarantined + late_count,
+        events_applied=summary.applied,
+        duplicates=summary.duplicates,
+        quarantined=batch_input.quarantined,
+        late=late_count,
+        completed=summary.completed,
+        failed=summary.failed,
+        overflowed=summary.overflowed,
+        pending_inserted=summary.pending_inserted,
+        pending_removed=summary.pending_removed,
+    )
     return BatchPlan(
         batch_id=batch_id,
         epoch=epoch,
@@ -919,7 +936,7 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
             _write_batch_rows(df, config, table, batch_id, replace=plan.again)
             crash_point(f"batch:{table}", batch_id)
     # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
-    if figures["completed"] or figures["failed"] or plan.again:
+    if figures.completed or figures.failed or plan.again:
         resolved = [
             plan.outputs[outcome][1].select(
                 "anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS
@@ -947,7 +964,7 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
         finished_at=_now(),
         duration_ms=int((time.monotonic() - plan.started) * 1000),
         through_epoch=plan.through_epoch,
-        **figures,
+        **asdict(figures),
     )
     _log_batch(spark, config, result, replace=plan.again)
     crash_point("batch:committed", batch_id)

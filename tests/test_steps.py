@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import jobs
-from pipelines.engine import BatchInput, fold_events, plan_batch, read_position
+from pipelines.engine import BatchFigures, BatchInput, fold_events, plan_batch, read_position
 from pipelines.sql import row_as, run_sql
 from pipelines.workload import Event
 from tests.acker_harness import Harness, ack, at, fail, init
@@ -88,18 +88,18 @@ def test_a_plan_counts_what_each_of_its_steps_found(acker: Harness) -> None:
     plan = plan_batch(spark, config, rows, 0, read_position(spark, config))
 
     assert plan is not None
-    assert plan.figures == {
-        "events_in": 7,
-        "events_applied": 5,
-        "duplicates": 1,
-        "quarantined": 1,
-        "late": 0,
-        "completed": 1,
-        "failed": 1,
-        "overflowed": 0,
-        "pending_inserted": 1,
-        "pending_removed": 0,
-    }
+    assert plan.figures == BatchFigures(
+        events_in=7,
+        events_applied=5,
+        duplicates=1,
+        quarantined=1,
+        late=0,
+        completed=1,
+        failed=1,
+        overflowed=0,
+        pending_inserted=1,
+        pending_removed=0,
+    )
     assert plan.rows_to_merge == 1  # tree 2; the trees resolved at once never enter pending
     assert {table: count for table, (count, _) in plan.outputs.items()} == {
         "completed": 1,
