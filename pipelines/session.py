@@ -120,11 +120,8 @@ def configure_builder(
             builder = builder.config(key, value)
         return builder
     if settings.remote:
-        # An embedded Connect server: its micro-batch functions run in Python workers, which
-        # must be this interpreter, the one with the package installed. The server starts them
-        # from PYSPARK_PYTHON alone (spark.pyspark.python does not reach them).
+        # An embedded Connect server.
         builder = builder.remote(settings.remote)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         merged["spark.log.level"] = settings.log_level
         is_local = True
     else:
@@ -133,6 +130,12 @@ def configure_builder(
             builder = builder.master(settings.master)
     java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
     if is_local:
+        # Python workers (a local file's rows turned into a DataFrame, an embedded Connect
+        # server's micro-batch functions) must run this interpreter, the one with the package
+        # installed, not whatever `python3` is first on PATH: another Python version fails the
+        # worker's version check. Spark starts them from PYSPARK_PYTHON alone
+        # (spark.pyspark.python does not reach a Connect server's).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         merged.update(LOCAL_DEFAULTS)
         merged["spark.sql.warehouse.dir"] = str(config.warehouse_path)
         # A local session talks only to itself; without this Spark warns that the hostname

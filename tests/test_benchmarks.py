@@ -4,7 +4,6 @@ and its DuckDB peer computes the same outcomes as the acker on the same events."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,6 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         timeout=2400,
     )
     assert done.returncode == 0, done.stderr[-3000:]

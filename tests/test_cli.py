@@ -334,14 +334,25 @@ def test_a_run_with_nothing_to_do_ends_without_starting_spark(
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     """The installed script works as a process of its own; its first verb writes a class-data
-    archive, beside the JARs, and every later one that starts Spark maps it."""
+    archive, beside the JARs, and every later one that starts Spark maps it. Its Python
+    workers run its own interpreter, whatever `python3` comes first on PATH."""
     conf = str(write_conf(tmp_path))
     script = str(Path(sys.executable).parent / "acker")
     jars = ensure_delta_jars()[0].parent
     jar_cache = tmp_path / "jars"
     jar_cache.mkdir()
     (jar_cache / jars.name).symlink_to(jars)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "ACKER_JAR_CACHE": str(jar_cache)}
+    # A `python3` that is not this interpreter (as a system Python of another version would
+    # fail the worker's version check), first on PATH, and no PYSPARK_PYTHON.
+    other_python = tmp_path / "other-bin" / "python3"
+    other_python.parent.mkdir()
+    other_python.write_text("#!/bin/sh\nexit 97\n")
+    other_python.chmod(0o755)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"},
+        "PATH": f"{other_python.parent}{os.pathsep}{os.environ['PATH']}",
+        "ACKER_JAR_CACHE": str(jar_cache),
+    }
 
     def run(*argv: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -369,16 +380,27 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert again.stdout == status.stdout
 
+    # A JSON-lines file's rows become a DataFrame through Python workers.
+    events = tmp_path / "events.jsonl"
+    events.write_text(
+        '{"anchor_id": 5, "event_type": "init", "xor_value": 9, "spout_task": 2,'
+        ' "source_msg_id": "m5", "event_time": "2026-03-01T12:00:00"}\n'
+        '{"anchor_id": 5, "event_type": "ack", "xor_value": 9,'
+        ' "event_time": "2026-03-01T12:00:01"}\n'
+    )
+    ingest = run("ingest", str(events))
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+
     loaded = tmp_path / "classes.log"
     query = run(
         "sql",
-        "select count(*) as trees from pending",
+        "select event_type, xor_value from ack_events order by event_type",
         "--format",
         "csv",
         JAVA_TOOL_OPTIONS=f"-Xlog:class+load=info:file={loaded}",
     )
     assert query.returncode == 0, query.stderr
-    assert query.stdout == "trees\n0\n"
+    assert query.stdout == "event_type,xor_value\nack,9\ninit,9\n"
     delta_log = next(
         line
         for line in loaded.read_text().splitlines()

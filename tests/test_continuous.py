@@ -6,7 +6,6 @@ leaves what a backfill of the same events leaves."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -45,13 +44,11 @@ class LoggedProcess:
     """The acker CLI in its own process, its stderr lines collected as they come."""
 
     def __init__(self, conf: Path, *argv: str) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipelines.cli", *argv, "--conf", str(conf)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
             start_new_session=True,
         )
         self.records: list[dict[str, Any]] = []

@@ -130,7 +130,6 @@ def acker_process(
     env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, CRASH_LOG_ENV)}
     if reached is not None:
         env[CRASH_LOG_ENV] = str(reached)
-    env["PYSPARK_PYTHON"] = sys.executable
     # A killed JVM leaves its scratch folders behind: in the test's own folder, not in /tmp.
     env["SPARK_LOCAL_DIRS"] = str(conf.parent / "spark-local")
     if crash_at is not None:
