@@ -334,10 +334,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # one line for the operator; Spark's own trace went to the log
         if args.debug:
             traceback.print_exc()
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"acker {args.verb}: {type(error).__name__}: {first_line}", file=sys.stderr)
+        print(f"acker {args.verb}: {type(error).__name__}: {_one_line(error)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(error: Exception) -> str:
+    """The error's first line; for one raised in the JVM, its deepest cause's, since Py4J's own
+    first line names only the call that failed ("An error occurred while calling o123.count")."""
+    text = str(error)
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        try:
+            while java.getCause() is not None:
+                java = java.getCause()
+            text = java.toString()
+        except Exception:  # the JVM is gone: Py4J's text is all there is
+            pass
+    return (text.strip().splitlines() or [type(error).__name__])[0]
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from py4j.protocol import Py4JJavaError
 
 from pipelines import jobs, session
 from pipelines.class_data import archive_path, jvm_options
-from pipelines.cli import _log_progress, main
+from pipelines.cli import _log_progress, _one_line, main
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.run_record import nothing_to_run
@@ -188,6 +189,24 @@ def test_bad_config_exits_2_with_the_key(
     assert main(["status", "--conf", str(conf)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "acker: config error: acker.buckets = 1: must be an integer >= 2"
+
+
+@pytest.mark.fast
+def test_an_error_raised_in_the_jvm_is_told_by_its_deepest_cause(spark) -> None:  # type: ignore[no-untyped-def]
+    """Py4J's own first line names only the call that failed; the operator reads the cause."""
+    gateway = spark.sparkContext._gateway
+    jvm = gateway.jvm
+    parameter_types = gateway.new_array(jvm.java.lang.Class, 1)
+    parameter_types[0] = jvm.java.lang.Class.forName("java.lang.String")
+    parse = jvm.java.lang.Class.forName("java.lang.Integer").getMethod("parseInt", parameter_types)
+    arguments = gateway.new_array(jvm.java.lang.Object, 1)
+    arguments[0] = "x"
+    # Reflection wraps what the method threw (InvocationTargetException), and Py4J wraps that.
+    with pytest.raises(Py4JJavaError) as raised:
+        parse.invoke(None, arguments)
+    assert str(raised.value).startswith("An error occurred while calling")
+    assert _one_line(raised.value) == 'java.lang.NumberFormatException: For input string: "x"'
+    assert _one_line(ValueError("no such file\nsecond line")) == "no such file"
 
 
 def test_uninitialised_warehouse_is_a_one_line_error(
