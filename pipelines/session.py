@@ -130,11 +130,12 @@ def configure_builder(
             builder = builder.master(settings.master)
     java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
     if is_local:
-        # Python workers (a local file's rows turned into a DataFrame, an embedded Connect
-        # server's micro-batch functions) must run this interpreter, the one with the package
-        # installed, not whatever `python3` is first on PATH: another Python version fails the
-        # worker's version check. Spark starts them from PYSPARK_PYTHON alone
-        # (spark.pyspark.python does not reach a Connect server's).
+        # The Python processes a local JVM starts (an embedded Connect server's micro-batch
+        # functions, Spark's look-up of Python data sources and of the workers' version) must
+        # run this interpreter, the one with the package installed, not whatever `python3` is
+        # first on PATH: another Python version fails a worker's version check. Spark starts
+        # them from PYSPARK_PYTHON alone (spark.pyspark.python does not reach a Connect
+        # server's).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         merged.update(LOCAL_DEFAULTS)
         merged["spark.sql.warehouse.dir"] = str(config.warehouse_path)

@@ -18,10 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
 
 from pipelines import jobs, session
 from pipelines.class_data import archive_path, jvm_options
 from pipelines.cli import _log_progress, _one_line, main
+from pipelines.config import parse_config
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.run_record import nothing_to_run
@@ -353,8 +355,8 @@ def test_a_run_with_nothing_to_do_ends_without_starting_spark(
 
 def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     """The installed script works as a process of its own; its first verb writes a class-data
-    archive, beside the JARs, and every later one that starts Spark maps it. Its Python
-    workers run its own interpreter, whatever `python3` comes first on PATH."""
+    archive, beside the JARs, and every later one that starts Spark maps it. No verb starts
+    the `python3` that comes first on PATH."""
     conf = str(write_conf(tmp_path))
     script = str(Path(sys.executable).parent / "acker")
     jars = ensure_delta_jars()[0].parent
@@ -399,7 +401,7 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert again.stdout == status.stdout
 
-    # A JSON-lines file's rows become a DataFrame through Python workers.
+    # A JSON-lines file's rows are read in Python, then handed to Spark.
     events = tmp_path / "events.jsonl"
     events.write_text(
         '{"anchor_id": 5, "event_type": "init", "xor_value": 9, "spout_task": 2,'
@@ -426,6 +428,20 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
         if " org.apache.spark.sql.delta.DeltaLog " in line
     )
     assert "shared objects file" in delta_log, delta_log
+
+
+@pytest.mark.fast
+def test_a_local_session_starts_python_with_the_acker_s_own_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = parse_config({"warehouse": {"path": str(tmp_path)}})
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    session.configure_builder(SparkSession.builder, config)
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    # one the operator set stays
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python/bin/python3")
+    session.configure_builder(SparkSession.builder, config)
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/python/bin/python3"
 
 
 @pytest.mark.fast
