@@ -23,10 +23,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipelines.config import Config
 from pipelines.engine import append_idempotent, classify_events
@@ -373,15 +375,24 @@ def _spread(spark: SparkSession, path: Path, rows: DataFrame) -> DataFrame:
 
 
 def _source_rows(
-    path: Path, fmt: str | None, progress: Callable[[str], None] | None
-) -> list[tuple[Any, ...]]:
+    spark: SparkSession, path: Path, fmt: str | None, progress: Callable[[str], None] | None
+) -> DataFrame:
+    """The rows :func:`read_rows` reads, as a DataFrame of :data:`_SOURCE_SCHEMA`. They reach
+    Spark as an Arrow table, which the JVM reads itself: Python rows would need Python workers
+    to unpickle them (a worker process per new JVM, and Python on every executor)."""
     rows: list[tuple[Any, ...]] = []
     empty: tuple[None, ...] = (None,) * len(ACK_EVENTS_SCHEMA.fields)
     for row in read_rows(path, fmt):
         rows.append((*(row.values or empty), row.number, row.text, row.problem))
         if progress is not None and len(rows) % _PROGRESS_EVERY == 0:
             progress(f"    {path}: {len(rows)} rows read")
-    return rows
+    schema = to_arrow_schema(_SOURCE_SCHEMA, timezone="UTC")
+    columns = zip(*rows, strict=True) if rows else ([] for _ in schema)
+    table = pa.Table.from_arrays(
+        [pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)],
+        schema=schema,
+    )
+    return spark.createDataFrame(table, _SOURCE_SCHEMA)
 
 
 def ingest(
@@ -404,7 +415,7 @@ def ingest(
         )
         source = read_by_spark
         if source is None:
-            source = spark.createDataFrame(_source_rows(file, fmt, progress), _SOURCE_SCHEMA)
+            source = _source_rows(spark, file, fmt, progress)
         classified = classify_events(spark, config, source)
         bad = classified
         if read_by_spark is not None:
