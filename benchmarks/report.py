@@ -161,10 +161,16 @@ def print_command_line(command_line: dict[str, Any]) -> None:
         )
     cycles = command_line["cycles"]
     print(
-        f"  5-minute cycles at {cycles['trees_per_s']:g} trees/s, ingest + run:"
+        f"  5-minute cycles at {cycles['trees_per_s']:g} trees/s, run --ingest FILE:"
         f" median {cycles['median_s']} s, worst {cycles['worst_s']} s"
         f" ({', '.join(str(t) for t in cycles['times_s'])})"
     )
+    if cycles["two_processes_times_s"]:
+        print(
+            "  the cycles between them as ingest FILE, then run:"
+            f" median {cycles['two_processes_median_s']} s"
+            f" ({', '.join(str(t) for t in cycles['two_processes_times_s'])})"
+        )
     idle = command_line["idle"]
     print(
         f"  then: run with nothing to do {idle['run_nothing_to_do_s']} s,"

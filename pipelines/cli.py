@@ -13,15 +13,18 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from datetime import date, datetime
 from decimal import Decimal
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.config import Config, ConfigError, load_config
 from pipelines.lock import writer_lock
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["main"]
 
@@ -66,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep running: a micro-batch whenever events arrive, ticks on the clock; "
         "SIGTERM or Ctrl-C stops it cleanly",
+    )
+    run.add_argument(
+        "--ingest",
+        nargs="+",
+        metavar="PATH",
+        help="first append these event files or folders to ack_events, as `acker ingest` "
+        "does, in the same process",
     )
     run.add_argument(
         "--trigger-interval",
@@ -240,7 +250,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         if recorded is not None:
             print(_summary(config, recorded))
             return
-    if args.verb == "run" and not args.continuous and nothing_to_run(config):
+    if args.verb == "run" and not (args.continuous or args.ingest) and nothing_to_run(config):
         if say is not None:
             say("nothing to do: no event since the last run and no tick due; Spark not started")
         print(_run_line(jobs.RunReport(batches=0, events_in=0, completed=0, failed=0, ticks=[])))
@@ -259,21 +269,10 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_path}"
         )
     elif args.verb == "ingest":
-        jobs.open_tables(spark, config, views=())
-        ingested = jobs.ingest(
-            spark,
-            config,
-            args.paths,
-            fmt=args.format,
-            progress=say,
-        )
-        new_files = ingested.files - ingested.skipped_files
-        print(
-            f"ingested {new_files} files: {ingested.accepted} events into "
-            f"{config.qualified('ack_events')}, {ingested.quarantined} rows quarantined; "
-            f"{ingested.skipped_files} files already ingested, skipped"
-        )
+        _ingest(spark, config, args.paths, args.format, say)
     elif args.verb == "run":
+        if args.ingest:
+            _ingest(spark, config, args.ingest, None, say)
         if args.continuous:
             if args.trigger_interval <= 0:
                 raise ConfigError(f"--trigger-interval = {args.trigger_interval}: must be > 0")
@@ -314,6 +313,26 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         plain_say = None if getattr(args, "log_json", False) else say
         jobs.refresh_status_record(spark, config, plain_say)
     finish_shared_classes(spark, config, say)
+
+
+def _ingest(
+    spark: SparkSession,
+    config: Config,
+    paths: list[str],
+    fmt: str | None,
+    say: Callable[[str], None] | None,
+) -> None:
+    """Append the event files at ``paths`` to ``ack_events`` and say what was appended."""
+    from pipelines import jobs
+
+    jobs.open_tables(spark, config, views=())
+    ingested = jobs.ingest(spark, config, paths, fmt=fmt, progress=say)
+    new_files = ingested.files - ingested.skipped_files
+    print(
+        f"ingested {new_files} files: {ingested.accepted} events into "
+        f"{config.qualified('ack_events')}, {ingested.quarantined} rows quarantined; "
+        f"{ingested.skipped_files} files already ingested, skipped"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

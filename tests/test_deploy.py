@@ -128,20 +128,48 @@ def test_dags_import_under_airflow_one_run_at_a_time_without_catchup(dags: dict[
 def test_dag_commands_run_the_real_acker(dags: dict[str, Any], tmp_path: Path) -> None:
     config = make_config(tmp_path / "warehouse")
     conf = write_conf(config, tmp_path / "acker.toml")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    spout = {"spout_task": 3, "event_time": "2026-03-01T12:00:00"}
+    events = [
+        {"anchor_id": 1, "event_type": "init", "xor_value": 12, "source_msg_id": "a", **spout},
+        {"anchor_id": 1, "event_type": "ack", "xor_value": 12, "event_time": "2026-03-01T12:00:01"},
+        {"anchor_id": 2, "event_type": "init", "xor_value": 5, "source_msg_id": "b", **spout},
+    ]
+    (landing / "part-0.jsonl").write_text("".join(json.dumps(event) + "\n" for event in events))
     tasks = {
         task_id: task for dag in dags["dags"].values() for task_id, task in dag["tasks"].items()
     }
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        # what the DAG's templated env renders to when the conf param names this file
-        "ACKER_CONF": str(conf),
-    }
-    for command in (f"acker init --conf {conf}", tasks["acker_run"]["bash"]):
+
+    def task(command: str, ingest: str) -> str:
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            # what the DAG's templated env renders to when the params name these paths
+            "ACKER_CONF": str(conf),
+            "ACKER_INGEST": ingest,
+        }
         done = subprocess.run(
             ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("processed 1 micro-batches, 0 events"), done.stdout
-    assert tasks["acker_run"]["env"] == {"ACKER_CONF": "{{ params.conf }}"}
-    assert tasks["acker_maintain"]["bash"] == tasks["acker_run"]["bash"].replace("run", "maintain")
+        return done.stdout
+
+    task(f"acker init --conf {conf}", "")
+    ingested_and_run = task(tasks["acker_run"]["bash"], str(landing))
+    assert ingested_and_run.splitlines() == [
+        f"ingested 1 files: 3 events into {config.qualified('ack_events')}, 0 rows quarantined; "
+        "0 files already ingested, skipped",
+        "processed 1 micro-batches, 3 events: 1 completed, 0 failed; 0 ticks",
+    ]
+    # Without a landing folder the task runs `acker run` alone: nothing new, Spark not started.
+    assert task(tasks["acker_run"]["bash"], "").splitlines() == [
+        "processed 0 micro-batches, 0 events: 0 completed, 0 failed; 0 ticks"
+    ]
+    assert tasks["acker_run"]["env"] == {
+        "ACKER_CONF": "{{ params.conf }}",
+        "ACKER_INGEST": "{{ params.ingest }}",
+    }
+    assert dags["dags"]["batch_acker_run"]["params"]["ingest"] == ""
+    assert "ingest" not in dags["dags"]["batch_acker_maintain"]["params"]
+    assert tasks["acker_maintain"]["bash"] == 'acker maintain ${ACKER_CONF:+--conf "$ACKER_CONF"}'
