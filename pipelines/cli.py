@@ -26,6 +26,8 @@ from pipelines.lock import writer_lock
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from pipelines.ingest import IngestReport
+
 __all__ = ["main"]
 
 _WRITERS = {"init", "run", "tick", "demo", "maintain"}
@@ -237,7 +239,8 @@ def _run_line(report: Any) -> str:
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs
-    from pipelines.run_record import nothing_to_run
+    from pipelines.ingest import IngestReport
+    from pipelines.run_record import file_keys, nothing_to_run
     from pipelines.session import build_session, finish_shared_classes
     from pipelines.sql import TABLES, VIEWS, relations_read
 
@@ -250,9 +253,20 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         if recorded is not None:
             print(_summary(config, recorded))
             return
-    if args.verb == "run" and not (args.continuous or args.ingest) and nothing_to_run(config):
+    landed = (file_keys(args.ingest) or []) if args.verb == "run" and args.ingest else []
+    if (
+        args.verb == "run"
+        and not args.continuous
+        and nothing_to_run(config, ingest=args.ingest or ())
+    ):
         if say is not None:
-            say("nothing to do: no event since the last run and no tick due; Spark not started")
+            news = "no new file, " if args.ingest else ""
+            say(
+                f"nothing to do: {news}no event since the last run and no tick due; "
+                "Spark not started"
+            )
+        if args.ingest:
+            _say_ingested(config, IngestReport(len(landed), 0, 0, len(landed)))
         print(_run_line(jobs.RunReport(batches=0, events_in=0, completed=0, failed=0, ticks=[])))
         return
     if say is not None and args.verb == "demo":
@@ -281,7 +295,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 signal.signal(signum, lambda *_: stop.set())
             report = jobs.run_continuously(spark, config, stop, args.trigger_interval, progress)
         else:
-            report = jobs.run(spark, config, progress)
+            report = jobs.run(spark, config, progress, landed)
         print(_run_line(report))
     elif args.verb == "tick":
         if args.count < 0:
@@ -326,7 +340,10 @@ def _ingest(
     from pipelines import jobs
 
     jobs.open_tables(spark, config, views=())
-    ingested = jobs.ingest(spark, config, paths, fmt=fmt, progress=say)
+    _say_ingested(config, jobs.ingest(spark, config, paths, fmt=fmt, progress=say))
+
+
+def _say_ingested(config: Config, ingested: IngestReport) -> None:
     new_files = ingested.files - ingested.skipped_files
     print(
         f"ingested {new_files} files: {ingested.accepted} events into "

@@ -43,6 +43,7 @@ __all__ = [
     "IngestReport",
     "SourceRow",
     "ingest",
+    "input_files",
     "read_rows",
 ]
 
@@ -271,7 +272,9 @@ def _table_version(spark: SparkSession, config: Config, table: str) -> object:
     return -1 if row is None else int(row["version"])
 
 
-def _input_files(paths: Sequence[str | Path], fmt: str | None) -> list[Path]:
+def input_files(paths: Sequence[str | Path], fmt: str | None = None) -> list[Path]:
+    """The files ingest reads at ``paths`` (files, or folders searched for event files, hidden
+    ones and those starting with ``_`` left out), in order."""
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -407,7 +410,7 @@ def ingest(
 
     Example: ``ingest(spark, config, ["events/"], progress=print)``.
     """
-    files = _input_files(paths, fmt)
+    files = input_files(paths, fmt)
     accepted = quarantined = skipped = 0
     for index, file in enumerate(files, start=1):
         read_by_spark = (

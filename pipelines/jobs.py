@@ -48,7 +48,7 @@ from pipelines.errors import (
 )
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lock import writer_lock
-from pipelines.run_record import save_run_record, take_recorded_position
+from pipelines.run_record import FileKey, save_run_record, take_recorded_position
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sql_figures
 from pipelines.status_record import (
@@ -349,12 +349,18 @@ def _resume(
     return position, finished, False
 
 
-def run(spark: SparkSession, config: Config, progress: Progress | None = None) -> RunReport:
+def run(
+    spark: SparkSession,
+    config: Config,
+    progress: Progress | None = None,
+    ingested: Sequence[FileKey] = (),
+) -> RunReport:
     """Process every available event as micro-batches, then tick as the clock says.
 
     Holds the writer lock throughout. Work a crash left half-done is finished first: an
     interrupted tick here, an interrupted micro-batch by the stream, which replays it.
-    ``progress`` hears of every micro-batch and tick as it commits.
+    ``progress`` hears of every micro-batch and tick as it commits; ``ingested``: the files
+    ingested just before (:func:`pipelines.run_record.file_keys`), for the run record.
     """
     heard = _Heard(progress)
     with writer_lock(config, "run"):
@@ -364,14 +370,16 @@ def run(spark: SparkSession, config: Config, progress: Progress | None = None) -
         if config.acker.clock in STAGED_CLOCKS:
             ticks, position = drain(spark, config, position, heard, settled)
         ticked, position = tick_due(spark, config, position, heard)
-        _record_where_it_stands(spark, config, position)
+        _record_where_it_stands(spark, config, position, ingested)
         return _run_report(heard.batches, finished + ticks + ticked)
 
 
-def _record_where_it_stands(spark: SparkSession, config: Config, position: Position) -> None:
+def _record_where_it_stands(
+    spark: SparkSession, config: Config, position: Position, ingested: Sequence[FileKey] = ()
+) -> None:
     """After a run or tick: record where the acker stands, for the next one."""
     anchored = processing_clock(spark, config)
-    save_run_record(config, position, None if anchored is None else anchored[1])
+    save_run_record(config, position, None if anchored is None else anchored[1], ingested)
 
 
 def run_continuously(

@@ -9,6 +9,11 @@ changed the acker's own tables since that run ended (their newest commit files a
 recorded), the settings are the same, and, under the processing_time clock, no tick is due yet.
 Any doubt (no record, a batch the stream started and did not commit, a catalog's tables, a
 remote Spark Connect server) sends the run to Spark as usual.
+
+``acker run --ingest PATH`` has nothing to do when, besides, every file at ``PATH`` is one the
+last such run found in ``ack_events``: the record keeps each file's path, size and modification
+time (not its digest, which would read every file of the landing folder each time), so a file
+that is new or changed sends the run to Spark, whose ingest decides by digest.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -25,11 +31,35 @@ from typing import Any
 from pipelines.clock import owed_ticks
 from pipelines.config import Config
 from pipelines.engine import EpochScale, Position
+from pipelines.errors import UnreadableInput
+from pipelines.ingest import input_files
 from pipelines.sql import TABLES
 from pipelines.status_record import replace_record
 from pipelines.tables import log_heads
 
-__all__ = ["nothing_to_run", "run_record_path", "save_run_record", "take_recorded_position"]
+__all__ = [
+    "FileKey",
+    "file_keys",
+    "nothing_to_run",
+    "run_record_path",
+    "save_run_record",
+    "take_recorded_position",
+]
+
+FileKey = tuple[str, int, int]
+"""A file's absolute path, size in bytes and modification time in nanoseconds."""
+
+
+def file_keys(paths: Sequence[str | Path]) -> list[FileKey] | None:
+    """The key of every file ingest reads at ``paths``; ``None`` where a path is missing or
+    unreadable (ingest then says why)."""
+    try:
+        found = input_files(paths)
+        stats = [(path.resolve(), path.stat()) for path in found]
+    except (OSError, UnreadableInput):
+        return None
+    return [(str(path), stat.st_size, stat.st_mtime_ns) for path, stat in stats]
+
 
 # What a run must read of ack_events is told by the stream's offset of it. Every other table,
 # quarantine too (a micro-batch may have written its rows and no others when it stopped), must
@@ -49,10 +79,16 @@ def _settings_digest(config: Config) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
-def save_run_record(config: Config, position: Position, scale: EpochScale | None) -> None:
+def save_run_record(
+    config: Config,
+    position: Position,
+    scale: EpochScale | None,
+    ingested: Sequence[FileKey] = (),
+) -> None:
     """Record, at the end of a run or tick (holding the writer lock), the acker's tables as it
-    left them, its position and, under processing_time, the clock's grid. Nothing is recorded where
-    the tables are not local folders or the warehouse cannot be written."""
+    left them, its position, under processing_time the clock's grid, and the files ``ingested``
+    (keys taken before the ingest). Nothing is recorded where the tables are not local folders
+    or the warehouse cannot be written."""
     heads = log_heads(config, _RUN_TABLES)
     if heads is None:
         return
@@ -63,6 +99,7 @@ def save_run_record(config: Config, position: Position, scale: EpochScale | None
         "epoch": position.epoch,
         "last_batch_id": position.last_batch_id,
         "scale": None if scale is None else [scale.origin_us, scale.interval_us],
+        "ingested": [list(key) for key in ingested],
     }
     replace_record(path, record)
 
@@ -100,12 +137,20 @@ def take_recorded_position(config: Config) -> Position | None:
     )
 
 
-def nothing_to_run(config: Config, now: datetime | None = None) -> bool:
-    """Whether ``acker run`` would find nothing to apply and no tick to make (``now`` in UTC),
-    from files alone; ``False`` wherever that is not certain."""
+def nothing_to_run(
+    config: Config, now: datetime | None = None, ingest: Sequence[str | Path] = ()
+) -> bool:
+    """Whether ``acker run`` (``acker run --ingest`` of the files at ``ingest``, if any) would
+    find nothing to ingest or apply and no tick to make (``now`` in UTC), from files alone;
+    ``False`` wherever that is not certain."""
     record = _current_record(config)
     if record is None:
         return False
+    if ingest:
+        keys = file_keys(ingest)
+        recorded = {tuple(key) for key in record.get("ingested", [])}
+        if keys is None or not set(keys) <= recorded:
+            return False
     if not _stream_has_read_all(config):
         return False
     scale = record["scale"]

@@ -18,6 +18,7 @@ import yaml
 
 from pipelines.cli import _parser
 from pipelines.config import load_config
+from pipelines.run_record import nothing_to_run
 from tests.acker_harness import write_conf
 from tests.conftest import make_config
 
@@ -141,7 +142,7 @@ def test_dag_commands_run_the_real_acker(dags: dict[str, Any], tmp_path: Path) -
         task_id: task for dag in dags["dags"].values() for task_id, task in dag["tasks"].items()
     }
 
-    def task(command: str, ingest: str) -> str:
+    def task(command: str, ingest: str) -> tuple[str, str]:
         env = {
             **os.environ,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -153,19 +154,36 @@ def test_dag_commands_run_the_real_acker(dags: dict[str, Any], tmp_path: Path) -
             ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
+        return done.stdout, done.stderr
 
     task(f"acker init --conf {conf}", "")
-    ingested_and_run = task(tasks["acker_run"]["bash"], str(landing))
+    ingested_and_run, _ = task(tasks["acker_run"]["bash"], str(landing))
     assert ingested_and_run.splitlines() == [
         f"ingested 1 files: 3 events into {config.qualified('ack_events')}, 0 rows quarantined; "
         "0 files already ingested, skipped",
         "processed 1 micro-batches, 3 events: 1 completed, 0 failed; 0 ticks",
     ]
-    # Without a landing folder the task runs `acker run` alone: nothing new, Spark not started.
-    assert task(tasks["acker_run"]["bash"], "").splitlines() == [
-        "processed 0 micro-batches, 0 events: 0 completed, 0 failed; 0 ticks"
+    # The next run finds only files the last one ingested, and nothing else to do: it ends
+    # without starting Spark, as it does without a landing folder.
+    idle = "processed 0 micro-batches, 0 events: 0 completed, 0 failed; 0 ticks"
+    said, progress = task(tasks["acker_run"]["bash"], str(landing))
+    assert said.splitlines() == [
+        f"ingested 0 files: 0 events into {config.qualified('ack_events')}, 0 rows quarantined; "
+        "1 files already ingested, skipped",
+        idle,
     ]
+    assert progress.splitlines() == [
+        "nothing to do: no new file, no event since the last run and no tick due; Spark not started"
+    ]
+    said, progress = task(tasks["acker_run"]["bash"], "")
+    assert said.splitlines() == [idle] and "Spark not started" in progress
+    # A new file, or one changed since, sends the run to Spark again.
+    assert nothing_to_run(config, ingest=[landing])
+    (landing / "part-1.jsonl").write_text(json.dumps(events[2]) + "\n")
+    assert not nothing_to_run(config, ingest=[landing])
+    (landing / "part-1.jsonl").unlink()
+    (landing / "part-0.jsonl").write_text(json.dumps(events[0]) + "\n")
+    assert not nothing_to_run(config, ingest=[landing])
     assert tasks["acker_run"]["env"] == {
         "ACKER_CONF": "{{ params.conf }}",
         "ACKER_INGEST": "{{ params.ingest }}",
