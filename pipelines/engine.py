@@ -318,11 +318,18 @@ class _KeptOutcomes:
 # here rather than in the three tables: that look-up was 1.9 s of a 10^4-event micro-batch over
 # 10^6 pending (8 s), most of it Delta rebuilding each table's snapshot after the last append.
 _kept_outcomes: dict[str, _KeptOutcomes] = {}
+# The schema folders whose outcomes a micro-batch of this process has looked up. A process's
+# first micro-batch reads them without keeping them: a scheduled run applies one pass, and
+# reading and keeping a day's outcomes (1.7*10^7 rows) took 24 s in a new process where the
+# look-up alone took 11 s. From its second micro-batch on, a process keeps them.
+_looked_up_by_a_batch: set[str] = set()
 
 
-def _outcome_anchors(spark: SparkSession, config: Config) -> DataFrame:
+def _outcome_anchors(spark: SparkSession, config: Config, for_batch: bool) -> DataFrame:
     """Every row of ``completed``, ``failed`` and ``expired`` (columns of
-    select_outcome_anchors.sql), from memory where the tables are as the writer left them."""
+    select_outcome_anchors.sql), from memory where the tables are as the writer left them;
+    read from the tables, and kept for the next look-ups, where a micro-batch (``for_batch``)
+    of this process looked them up before."""
     key = str(schema_location(config))
     heads = None if is_connect(spark) else log_heads(config, _OUTCOME_TABLES)
     kept = _kept_outcomes.pop(key, None)
@@ -336,7 +343,9 @@ def _outcome_anchors(spark: SparkSession, config: Config) -> DataFrame:
         _kept_outcomes[key] = kept
         return kept.rows()
     rows = run_sql(spark, config, "select_outcome_anchors")
-    if heads is None:
+    if heads is None or not for_batch or key not in _looked_up_by_a_batch:
+        if for_batch:
+            _looked_up_by_a_batch.add(key)
         return rows
     # Kept with the heads from before the read: a commit during it makes the next look-up miss.
     rows = rows.localCheckpoint()
@@ -735,7 +744,7 @@ def look_up_touched_state(
         config,
         "find_batch_tombstones",
         batch_anchors=anchors,
-        outcome_anchors=_outcome_anchors(spark, config),
+        outcome_anchors=_outcome_anchors(spark, config, for_batch=True),
         batch_id=batch_id,
     ).localCheckpoint()
     rows = run_sql(
@@ -1032,11 +1041,11 @@ def _tick_to(
     # An entry without init whose anchor already has an outcome gets no second one: its events
     # are late. Only an acker that opened entries after a tombstone window left such entries
     # (a micro-batch now finds every earlier outcome); finding them looks at every outcome
-    # (kept in memory after a micro-batch of the run), so only where the run expires an entry
-    # without init.
+    # (kept in memory from a process's second micro-batch on), so only where the run expires
+    # an entry without init.
     reborn = None
     if not expired.where(F.col("reason") == "no_init").isEmpty():
-        outcomes = _outcome_anchors(spark, config)
+        outcomes = _outcome_anchors(spark, config, for_batch=False)
         reborn = run_sql(
             spark, config, "reborn_entries", outcome_anchors=outcomes, **run
         ).localCheckpoint()

@@ -192,7 +192,7 @@ def test_the_outcomes_the_writer_keeps_serve_its_next_runs(acker: Harness) -> No
     late = acker.table("late_events").select("anchor_id", "batch_id")
     assert [tuple(row) for row in late.collect()] == [(A, 1)]
     other = acker.spark.newSession()
-    kept = _outcome_anchors(other, acker.config)
+    kept = _outcome_anchors(other, acker.config, for_batch=True)
     # From memory, not from the tables, and readable by the new session's SQL.
     assert "Relation" not in kept._jdf.queryExecution().analyzed().toString()
     assert_df_equality(
