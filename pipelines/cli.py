@@ -253,12 +253,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         if recorded is not None:
             print(_summary(config, recorded))
             return
-    landed = (file_keys(args.ingest) or []) if args.verb == "run" and args.ingest else []
-    if (
-        args.verb == "run"
-        and not args.continuous
-        and nothing_to_run(config, ingest=args.ingest or ())
-    ):
+    landed = file_keys(args.ingest) if args.verb == "run" and args.ingest else []
+    if args.verb == "run" and not args.continuous and nothing_to_run(config, landed=landed):
         if say is not None:
             news = "no new file, " if args.ingest else ""
             say(
@@ -266,7 +262,8 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 "Spark not started"
             )
         if args.ingest:
-            _say_ingested(config, IngestReport(len(landed), 0, 0, len(landed)))
+            files = len(landed or ())
+            _say_ingested(config, IngestReport(files, 0, 0, files))
         print(_run_line(jobs.RunReport(batches=0, events_in=0, completed=0, failed=0, ticks=[])))
         return
     if say is not None and args.verb == "demo":
@@ -295,7 +292,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 signal.signal(signum, lambda *_: stop.set())
             report = jobs.run_continuously(spark, config, stop, args.trigger_interval, progress)
         else:
-            report = jobs.run(spark, config, progress, landed)
+            report = jobs.run(spark, config, progress, landed or ())
         print(_run_line(report))
     elif args.verb == "tick":
         if args.count < 0:

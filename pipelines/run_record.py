@@ -138,19 +138,18 @@ def take_recorded_position(config: Config) -> Position | None:
 
 
 def nothing_to_run(
-    config: Config, now: datetime | None = None, ingest: Sequence[str | Path] = ()
+    config: Config, now: datetime | None = None, landed: Sequence[FileKey] | None = ()
 ) -> bool:
-    """Whether ``acker run`` (``acker run --ingest`` of the files at ``ingest``, if any) would
-    find nothing to ingest or apply and no tick to make (``now`` in UTC), from files alone;
-    ``False`` wherever that is not certain."""
+    """Whether ``acker run`` (``acker run --ingest`` of the files whose :func:`file_keys` are
+    ``landed``; ``None`` where a path is unreadable) would find nothing to ingest or apply and
+    no tick to make (``now`` in UTC), from files alone; ``False`` wherever that is not
+    certain."""
     record = _current_record(config)
-    if record is None:
+    if record is None or landed is None:
         return False
-    if ingest:
-        keys = file_keys(ingest)
-        recorded = {tuple(key) for key in record.get("ingested", [])}
-        if keys is None or not set(keys) <= recorded:
-            return False
+    recorded = {tuple(key) for key in record.get("ingested", [])}
+    if not set(landed) <= recorded:
+        return False
     if not _stream_has_read_all(config):
         return False
     scale = record["scale"]

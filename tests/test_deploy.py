@@ -18,7 +18,7 @@ import yaml
 
 from pipelines.cli import _parser
 from pipelines.config import load_config
-from pipelines.run_record import nothing_to_run
+from pipelines.run_record import file_keys, nothing_to_run
 from tests.acker_harness import write_conf
 from tests.conftest import make_config
 
@@ -178,12 +178,12 @@ def test_dag_commands_run_the_real_acker(dags: dict[str, Any], tmp_path: Path) -
     said, progress = task(tasks["acker_run"]["bash"], "")
     assert said.splitlines() == [idle] and "Spark not started" in progress
     # A new file, or one changed since, sends the run to Spark again.
-    assert nothing_to_run(config, ingest=[landing])
+    assert nothing_to_run(config, landed=file_keys([landing]))
     (landing / "part-1.jsonl").write_text(json.dumps(events[2]) + "\n")
-    assert not nothing_to_run(config, ingest=[landing])
+    assert not nothing_to_run(config, landed=file_keys([landing]))
     (landing / "part-1.jsonl").unlink()
     (landing / "part-0.jsonl").write_text(json.dumps(events[0]) + "\n")
-    assert not nothing_to_run(config, ingest=[landing])
+    assert not nothing_to_run(config, landed=file_keys([landing]))
     assert tasks["acker_run"]["env"] == {
         "ACKER_CONF": "{{ params.conf }}",
         "ACKER_INGEST": "{{ params.ingest }}",
