@@ -27,10 +27,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pipelines.ingest import IngestReport
+    from pipelines.run_record import FileKey
 
 __all__ = ["main"]
 
 _WRITERS = {"init", "run", "tick", "demo", "maintain"}
+# Writers that hold the writer lease; init's statements are idempotent, and create the lease.
+_LEASED = _WRITERS - {"init"}
 # Verbs that run a few small queries and exit: they interpret their queries too.
 _SHORT_LIVED = {"status", "sql"}
 # Writers that end by refreshing the status record where the warehouse keeps one and they
@@ -48,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--debug", action="store_true", help="on failure, print the stack trace as well"
     )
+    # The verbs that write hold the writer lease (pipelines.lease) while they work.
+    leased = argparse.ArgumentParser(add_help=False)
+    leased.add_argument(
+        "--wait",
+        action="store_true",
+        help="if another writer holds the writer lease, wait for it instead of failing",
+    )
     parser = argparse.ArgumentParser(
         prog="acker",
         description="Storm's XOR tuple-tree acker as micro-batches on Spark and Delta Lake.",
@@ -64,7 +74,9 @@ def _parser() -> argparse.ArgumentParser:
         help="read every file in this format, whatever its extension",
     )
     run = verbs.add_parser(
-        "run", parents=[common], help="process every available event, then tick on the clock"
+        "run",
+        parents=[common, leased],
+        help="process every available event, then tick on the clock",
     )
     run.add_argument(
         "--continuous",
@@ -91,7 +103,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="log each micro-batch and tick as one JSON line on stderr (default: a plain line)",
     )
-    tick = verbs.add_parser("tick", parents=[common], help="advance the epoch N times (default 1)")
+    tick = verbs.add_parser(
+        "tick", parents=[common, leased], help="advance the epoch N times (default 1)"
+    )
     tick.add_argument("count", nargs="?", type=int, default=1, metavar="N")
     verbs.add_parser(
         "status", parents=[common], help="epoch, last batch, pending and outcome counts"
@@ -101,10 +115,12 @@ def _parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=1000, help="rows to print at most (table format)")
     verbs.add_parser(
-        "demo", parents=[common], help="generate a workload, process it, print a summary"
+        "demo", parents=[common, leased], help="generate a workload, process it, print a summary"
     )
     verbs.add_parser(
-        "maintain", parents=[common], help="compact small files (OPTIMIZE), drop old ones (VACUUM)"
+        "maintain",
+        parents=[common, leased],
+        help="compact small files (OPTIMIZE), drop old ones (VACUUM)",
     )
     return parser
 
@@ -238,11 +254,10 @@ def _run_line(report: Any) -> str:
 
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
-    from pipelines import jobs
+    from pipelines import jobs, lease
     from pipelines.ingest import IngestReport
     from pipelines.run_record import file_keys, nothing_to_run
     from pipelines.session import build_session, finish_shared_classes
-    from pipelines.sql import TABLES, VIEWS, relations_read
 
     say = None if args.quiet else _StatusLine()
     progress = (
@@ -274,6 +289,27 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     spark = build_session(
         config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True, lean_jvm=lean_jvm
     )
+    leased = args.verb in _LEASED
+    with lease.writer_lease(spark, config, args.verb, args.wait, say) if leased else nullcontext():
+        _run_verb(args, config, spark, say, progress, landed)
+    if args.verb in _REFRESHING_STATUS:
+        plain_say = None if getattr(args, "log_json", False) else say
+        jobs.refresh_status_record(spark, config, plain_say)
+    finish_shared_classes(spark, config, say)
+
+
+def _run_verb(
+    args: argparse.Namespace,
+    config: Config,
+    spark: SparkSession,
+    say: Callable[[str], None] | None,
+    progress: Callable[[Any], None] | None,
+    landed: Sequence[FileKey] | None,
+) -> None:
+    """Do what ``args.verb`` asks, on a session already started."""
+    from pipelines import jobs
+    from pipelines.sql import TABLES, VIEWS, relations_read
+
     if args.verb == "init":
         created = jobs.init(spark, config)
         print(
@@ -320,10 +356,6 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
                 f"{table.table}: {table.files_removed} files compacted into {table.files_added}; "
                 f"now {table.files} files, {table.bytes} bytes"
             )
-    if args.verb in _REFRESHING_STATUS:
-        plain_say = None if getattr(args, "log_json", False) else say
-        jobs.refresh_status_record(spark, config, plain_say)
-    finish_shared_classes(spark, config, say)
 
 
 def _ingest(

@@ -59,6 +59,7 @@ from pipelines.engine import (
 )
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
+from pipelines.lease import check_lease, dml_fence
 from pipelines.sql import row_as, run_sql
 from pipelines.tables import log_heads, table_property
 
@@ -259,6 +260,7 @@ def _fix_scale(spark: SparkSession, config: Config, earliest_us: int, epoch: int
     is the current ``epoch`` (0, unless the warehouse ticked under another clock before)."""
     interval_us = _interval_us(config)
     origin_us = (earliest_us // interval_us - epoch) * interval_us
+    check_lease(config)
     run_sql(spark, config, "set_event_time_origin", literals={"origin_us": str(origin_us)})
     return EpochScale(origin_us, interval_us)
 
@@ -291,7 +293,8 @@ def _apply_slice(
     bounds = _slice_bounds(scale, slice_id, through)
     events = run_sql(spark, config, "select_held_slice", first_epoch=position.epoch, **bounds)
     result = process_batch(spark, config, events, slice_id, position, through)
-    run_sql(spark, config, "delete_held_slice", **bounds).collect()
+    with dml_fence(spark, config):
+        run_sql(spark, config, "delete_held_slice", **bounds).collect()
     return result
 
 
@@ -306,7 +309,8 @@ def _finish_committed_slice(
     assert logged is not None  # read_position found it committed
     through = logged.epoch if logged.through_epoch is None else logged.through_epoch
     bounds = _slice_bounds(scale, position.last_batch_id, through)
-    run_sql(spark, config, "delete_held_slice", **bounds).collect()
+    with dml_fence(spark, config):
+        run_sql(spark, config, "delete_held_slice", **bounds).collect()
     return max(position.epoch, through)
 
 

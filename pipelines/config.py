@@ -26,6 +26,7 @@ __all__ = [
     "Refresh",
     "SparkSettings",
     "WarehouseSettings",
+    "WriterSettings",
     "check_identifier",
     "load_config",
 ]
@@ -94,6 +95,18 @@ class MaintainSettings:
 
 
 @dataclass(frozen=True)
+class WriterSettings:
+    """Section ``[writer]``: how writers keep to one at a time (pipelines.lease)."""
+
+    # How long a writer's lease lasts unless renewed: a writer that stops renewing (crashed on
+    # another host, paused, cut off) is taken over this long after its last renewal.
+    lease_s: float = 300.0
+    # Where the local lock file lives (default <warehouse>/_locks): the fast refusal of a
+    # second writer on one machine, before Spark starts.
+    lock_dir: str = ""
+
+
+@dataclass(frozen=True)
 class SparkSettings:
     """Section ``[spark]``: the session. ``conf`` holds extra Spark settings verbatim."""
 
@@ -115,6 +128,7 @@ class Config:
     acker: AckerSettings = field(default_factory=AckerSettings)
     warehouse: WarehouseSettings = field(default_factory=WarehouseSettings)
     maintain: MaintainSettings = field(default_factory=MaintainSettings)
+    writer: WriterSettings = field(default_factory=WriterSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
 
     def qualified(self, table: str) -> str:
@@ -245,6 +259,18 @@ def _parse_maintain(raw: dict[str, Any]) -> MaintainSettings:
     return MaintainSettings(vacuum_retain_hours=hours)
 
 
+def _parse_writer(raw: dict[str, Any]) -> WriterSettings:
+    d = WriterSettings()
+    _check_keys("writer", raw, set(WriterSettings.__dataclass_fields__))
+    settings = WriterSettings(
+        lease_s=_take("writer", raw, "lease_s", float, d.lease_s),
+        lock_dir=_take("writer", raw, "lock_dir", str, d.lock_dir),
+    )
+    if not 3 <= settings.lease_s < math.inf:
+        raise ConfigError(f"writer.lease_s = {settings.lease_s}: must be a finite number >= 3")
+    return settings
+
+
 def _parse_spark(raw: dict[str, Any]) -> SparkSettings:
     d = SparkSettings()
     _check_keys("spark", raw, set(SparkSettings.__dataclass_fields__))
@@ -280,11 +306,12 @@ def _spark_value(value: object) -> str:
 
 def parse_config(raw: dict[str, Any]) -> Config:
     """Validate a parsed TOML document and build the configuration."""
-    _check_keys("(top level)", raw, {"acker", "warehouse", "maintain", "spark"})
+    _check_keys("(top level)", raw, {"acker", "warehouse", "maintain", "writer", "spark"})
     return Config(
         acker=_parse_acker(_section(raw, "acker")),
         warehouse=_parse_warehouse(_section(raw, "warehouse")),
         maintain=_parse_maintain(_section(raw, "maintain")),
+        writer=_parse_writer(_section(raw, "writer")),
         spark=_parse_spark(_section(raw, "spark")),
     )
 

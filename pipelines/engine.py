@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
+from pipelines.lease import check_lease, dml_fence
 from pipelines.session import is_connect
 from pipelines.sql import row_as, run_sql, run_sql_row
 from pipelines.tables import LogHeads, log_heads, schema_location
@@ -404,6 +405,7 @@ def unfinished_batch(
 
 def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, version: int) -> None:
     """Append ``df`` to ``table``; Delta skips the write if this (kind, version) was committed."""
+    check_lease(config)
     (
         df.write.format("delta")
         .mode("append")
@@ -419,6 +421,7 @@ def _write_batch_rows(
     """Write ``df`` as ``table``'s rows for ``batch_id``, in one commit: replacing whatever
     rows an earlier attempt of the batch wrote, or appended when there was none (which spares
     Delta the search for rows to replace)."""
+    check_lease(config)
     writer = df.writeTo(config.qualified(table))
     if replace:
         writer.overwrite(F.col("batch_id") == F.lit(batch_id))
@@ -430,6 +433,7 @@ def _run_idempotent(
     spark: SparkSession, config: Config, kind: str, version: int, name: str, **params: Any
 ) -> None:
     """Run a DELETE statement that Delta skips if (app id, version) was committed."""
+    check_lease(config)
     spark.conf.set(_TXN_APP_ID, _app_id(config, kind))
     spark.conf.set(_TXN_VERSION, str(version))
     try:
@@ -961,7 +965,8 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     if plan.rows_to_merge:
         small = plan.rows_to_merge <= BROADCAST_MERGE_ROWS
         state = F.broadcast(plan.state) if small else plan.state
-        run_sql(spark, config, "merge_pending", batch_state=state).collect()
+        with dml_fence(spark, config):
+            run_sql(spark, config, "merge_pending", batch_state=state).collect()
         crash_point("batch:merged", batch_id)
 
     result = BatchResult(
@@ -1091,6 +1096,7 @@ def _tick_to(
     ).localCheckpoint()
     # Not idempotent by txnVersion: the epoch is read from these rows, so no run writes them
     # twice, and Delta's check of the version rebuilds the table's snapshot (about 0.4 s).
+    check_lease(config)
     log.writeTo(config.qualified("ticks")).append()
     crash_point("tick:committed", target)
     return sorted((TickResult(**row.asDict()) for row in log.collect()), key=lambda t: t.epoch)

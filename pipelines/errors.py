@@ -18,6 +18,7 @@ __all__ = [
     "UnreadableInput",
     "UnsupportedSession",
     "WriterBusy",
+    "WriterFenced",
 ]
 
 
@@ -26,7 +27,12 @@ class AckerError(RuntimeError):
 
 
 class WriterBusy(AckerError):
-    """Another process holds the writer lock: try again once it has finished."""
+    """Another process holds the writer lock or lease: try again once it has finished."""
+
+
+class WriterFenced(AckerError):
+    """This writer lost its lease (it stopped renewing it, and another writer may have taken
+    over): it writes nothing more. Run again."""
 
 
 class NotInitialised(AckerError):
@@ -72,6 +78,7 @@ REFUSALS: dict[str, type[AckerError]] = {
     for cls in (
         AckerError,
         WriterBusy,
+        WriterFenced,
         NotInitialised,
         InterruptedWork,
         CheckpointMismatch,

@@ -47,6 +47,7 @@ from pipelines.errors import (
     UnsupportedSession,
 )
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
+from pipelines.lease import check_lease, create_lease_table
 from pipelines.lock import writer_lock
 from pipelines.run_record import FileKey, save_run_record, take_recorded_position
 from pipelines.session import is_connect
@@ -128,6 +129,7 @@ def init(spark: SparkSession, config: Config) -> list[str]:
     need not read it from them (:mod:`pipelines.run_record`)."""
     with writer_lock(config, "init"):
         created = create_tables(spark, config)
+        create_lease_table(spark, config)
         if set(created) == set(TABLES):
             save_run_record(config, engine.START, None)
         return created
@@ -540,6 +542,7 @@ def maintain(
         done = []
         for table in (table for table in TABLES if table in tables):
             name = quoted_table(config, table)
+            check_lease(config)
             compaction = spark.sql(f"optimize {name}").first()
             metrics = compaction["metrics"] if compaction is not None else None
             hours = config.maintain.vacuum_retain_hours

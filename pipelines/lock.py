@@ -27,8 +27,11 @@ _held: set[Path] = set()
 
 
 def lock_path(config: Config) -> Path:
-    """The lock file of the acker ``config`` names."""
-    return config.warehouse_path / "_locks" / f"{config.qualified_schema}.lock"
+    """The lock file of the acker ``config`` names (in ``writer.lock_dir``, if set)."""
+    folder = config.warehouse_path / "_locks"
+    if config.writer.lock_dir:
+        folder = Path(config.writer.lock_dir).expanduser().resolve()
+    return folder / f"{config.qualified_schema}.lock"
 
 
 @contextmanager

@@ -28,6 +28,7 @@ __all__ = [
     "INGESTED_TABLES",
     "attach_tables",
     "create_tables",
+    "ensure_table",
     "missing_tables",
     "needs_upgraded_tables",
     "table_location",
@@ -117,6 +118,19 @@ def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
         stat = newest.stat()
         heads.append((newest.name, stat.st_ino, stat.st_mtime_ns))
     return tuple(heads)
+
+
+def ensure_table(spark: SparkSession, config: Config, table: str, sql_file: str) -> None:
+    """Register ``table`` in this session where a local warehouse holds it, else create it
+    from ``acker_sql/<sql_file>.sql`` if it does not exist: a table outside TABLES, which the
+    acker makes where it first needs it."""
+    name = config.qualified(table)
+    if spark.catalog.tableExists(name):
+        return
+    if _has_log(config, table):
+        spark.catalog.createTable(name, path=str(table_location(config, table)), source="delta")
+    else:
+        run_sql(spark, config, sql_file, table=name)
 
 
 def _has_log(config: Config, table: str) -> bool:

@@ -1,0 +1,369 @@
+"""One writer per acker wherever its tables are: a lease in the Delta table ``writer_lease``,
+and a fencing token on the writer's commits.
+
+A writer (``run``, ``tick``, ``demo``, ``maintain``) claims the lease before its first write and
+releases it when it ends. The lease is one row; a claim is an UPDATE that sets it only if its
+token is still the one the claimer read (update_writer_lease.sql), and it rewrites the table's
+one file, so of two claims made at once Delta's optimistic concurrency commits one and fails the
+other: no file system lock is involved, and it holds across machines and on an object store. A
+claim succeeds where the lease is free (released), has lapsed (not renewed for ``lease_s``), or
+is held by a process of this host that is no longer alive; otherwise the claimer is refused
+with :class:`WriterBusy` naming the holder, or waits for it.
+
+Each claim takes the next token. Before every write the writer renews its lease once a third
+of ``lease_s`` has passed since it last did, by the same compare-and-set on its token; a writer
+that finds another token (its lease lapsed and another claimed it) stops with
+:class:`WriterFenced`. Renewing cannot stop a writer paused between its renewal and its next
+commit, so a claim that takes over a lapsed lease from a live or unknown holder first fences
+every table the writer writes: a table property change, which fails any commit the old holder
+has in flight, and on the tables the writer changes by MERGE or DELETE a Delta transaction id
+carrying the new token, which Delta compares inside each such statement's own transaction with
+the token the statement carries (:func:`dml_fence`), skipping the statements of older tokens.
+What remains open is an append the old holder starts after the takeover, having renewed less
+than ``lease_s`` / 3 before, having been paused in between (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from pyspark.sql import SparkSession
+
+from pipelines.config import Config
+from pipelines.errors import WriterBusy, WriterFenced
+from pipelines.sql import TABLES, quoted_table, run_sql
+from pipelines.tables import attach_tables, ensure_table
+
+__all__ = [
+    "FENCED_TABLES",
+    "LEASE_TABLE",
+    "Lease",
+    "check_lease",
+    "create_lease_table",
+    "dml_fence",
+    "held_lease",
+    "read_lease",
+    "writer_lease",
+]
+
+LEASE_TABLE = "writer_lease"
+
+# The tables a writer changes; ack_events takes appends from `acker ingest`, which holds no lease.
+FENCED_TABLES = tuple(table for table in TABLES if table != "ack_events")
+# The tables a writer changes by MERGE or DELETE, whose statements carry the token.
+DML_TABLES = ("pending", "held_events")
+_FENCE_PROPERTY = "batchacker.writer.fence"
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+# A token's statements are numbered below it: token * 2**32 + n.
+_STATEMENT_BITS = 32
+_WAIT_POLL_S = 5.0
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """The lease as ``writer_lease`` holds it."""
+
+    token: int
+    holder: str | None
+    host: str | None
+    pid: int | None
+    claimed_at: datetime | None
+    expires_at: datetime | None
+
+
+@dataclass
+class Lease:
+    """The lease this process holds: its token, and until when (``time.monotonic``) it is
+    certainly still ours."""
+
+    spark: SparkSession
+    config: Config
+    token: int
+    holder: str
+    claimed_at: datetime
+    renewed: float
+    statements: int = 0
+
+    @property
+    def lease_s(self) -> float:
+        return self.config.writer.lease_s
+
+
+_held: dict[str, Lease] = {}
+T = TypeVar("T")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def read_lease(spark: SparkSession, config: Config) -> LeaseRow | None:
+    """The lease's row, or ``None`` where the table has none yet."""
+    row = spark.table(config.qualified(LEASE_TABLE)).first()
+    return None if row is None else LeaseRow(**row.asDict())
+
+
+def _holder_alive(row: LeaseRow) -> bool | None:
+    """Whether the holder's process still runs: known only for a process of this host."""
+    if row.host != socket.gethostname() or row.pid is None:
+        return None
+    try:
+        os.kill(row.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _describe(row: LeaseRow, config: Config) -> str:
+    since = f"since {row.claimed_at:%Y-%m-%dT%H:%M:%S}Z" if row.claimed_at else ""
+    until = f", lease until {row.expires_at:%Y-%m-%dT%H:%M:%S}Z" if row.expires_at else ""
+    return f"{row.holder} {since}{until} (token {row.token} of {config.qualified(LEASE_TABLE)})"
+
+
+def _update(spark: SparkSession, config: Config, seen_token: int, **values: Any) -> bool:
+    """Set the lease to ``values`` if its token is still ``seen_token``; whether it was set (a
+    concurrent update that Delta committed first makes this one fail, or find another token)."""
+    result = _conflict_tolerated(
+        lambda: run_sql(
+            spark,
+            config,
+            "update_writer_lease",
+            writer_lease=config.qualified(LEASE_TABLE),
+            seen_token=seen_token,
+            **values,
+        ).first()
+    )
+    return result is not None and result["num_affected_rows"] == 1
+
+
+def _conflict_tolerated(statement: Callable[[], T]) -> T | None:
+    """``statement()``'s result, or ``None`` where Delta failed it for a concurrent commit."""
+    try:
+        return statement()
+    except Exception as error:  # Delta's conflict exceptions reach Python as Py4J errors
+        if "io.delta.exceptions.Concurrent" in str(error):
+            return None
+        raise
+
+
+def _claim_once(
+    spark: SparkSession, config: Config, verb: str
+) -> tuple[Lease | None, LeaseRow, bool]:
+    """Try to claim the lease once: the lease (or ``None`` if another holds it), the row read
+    before the attempt, and whether the claim took a lapsed lease from a holder that may still
+    be running (whose commits must then be fenced)."""
+    row = read_lease(spark, config)
+    if row is None:
+        # Of two seeds at once Delta commits one; the other's failure leaves the same row.
+        _conflict_tolerated(
+            lambda: run_sql(
+                spark, config, "seed_writer_lease", writer_lease=config.qualified(LEASE_TABLE)
+            )
+        )
+        row = read_lease(spark, config)
+        assert row is not None  # the seed, or a concurrent one, committed
+    now = _utc_now()
+    alive = _holder_alive(row)
+    if row.expires_at is not None and row.expires_at > now and alive is not False:
+        return None, row, False
+    taken_over = row.expires_at is not None and alive is not False
+    holder = f"pid {os.getpid()} on {socket.gethostname()}, {verb}"
+    started = time.monotonic()
+    claimed = _update(
+        spark,
+        config,
+        row.token,
+        token=row.token + 1,
+        holder=holder,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        claimed_at=now.isoformat(),
+        expires_at=(now + timedelta(seconds=config.writer.lease_s)).isoformat(),
+    )
+    if not claimed:
+        return None, read_lease(spark, config) or row, False
+    return Lease(spark, config, row.token + 1, holder, now, started), row, taken_over
+
+
+def _fence_tables(lease: Lease) -> None:
+    """Make every table refuse the commits of the writers before ``lease``: a property change
+    fails any transaction in flight, and on the tables changed by MERGE or DELETE a transaction
+    id with the new token makes Delta skip the older writers' statements."""
+    spark, config = lease.spark, lease.config
+    attach_tables(spark, config, views=())
+    for table in FENCED_TABLES:
+        spark.sql(
+            f"alter table {quoted_table(config, table)} "
+            f"set tblproperties ('{_FENCE_PROPERTY}' = '{lease.token}')"
+        ).collect()
+    for table in DML_TABLES:
+        empty = spark.table(config.qualified(table)).limit(0)
+        (
+            empty.write.format("delta")
+            .mode("append")
+            .option("txnAppId", _app_id(config))
+            .option("txnVersion", str(_next_version(lease)))
+            .saveAsTable(config.qualified(table))
+        )
+
+
+def _app_id(config: Config) -> str:
+    return f"batch-acker/{config.qualified_schema}/writer"
+
+
+def _next_version(lease: Lease) -> int:
+    lease.statements += 1
+    return (lease.token << _STATEMENT_BITS) + lease.statements
+
+
+def create_lease_table(spark: SparkSession, config: Config) -> None:
+    """Create the lease's table where it does not exist (``acker init``; a writer on an older
+    acker's warehouse creates it as it claims)."""
+    ensure_table(spark, config, LEASE_TABLE, "create_writer_lease")
+
+
+def claim(
+    spark: SparkSession,
+    config: Config,
+    verb: str,
+    wait: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> Lease:
+    """Claim the writer lease of ``config``'s acker, waiting for its holder if ``wait``, else
+    raising :class:`WriterBusy` naming it."""
+    attach_tables(spark, config, views=(), tables=())  # the schema, before its lease table
+    create_lease_table(spark, config)
+    announced = False
+    while True:
+        lease, row, taken_over = _claim_once(spark, config, verb)
+        if lease is not None:
+            break
+        if not wait:
+            raise WriterBusy(
+                f"another acker writer holds the writer lease: {_describe(row, config)}; "
+                "wait for it to finish (or pass --wait), one writer at a time"
+            )
+        if say is not None and not announced:
+            say(f"waiting for the writer lease: {_describe(row, config)}")
+            announced = True
+        time.sleep(_WAIT_POLL_S)
+    if taken_over:
+        if say is not None:
+            say(f"took over a lapsed writer lease: {_describe(row, config)}; fencing its tables")
+        _fence_tables(lease)
+    return lease
+
+
+def check_lease(config: Config) -> Lease | None:
+    """Before a write: the lease this process holds for ``config``'s acker, renewed if a third
+    of it has passed; ``None`` if it holds none (a caller that took no lease, as tests and
+    notebooks calling the engine directly). Raises :class:`WriterFenced` if it was lost."""
+    lease = _held.get(config.qualified_schema)
+    if lease is None:
+        return None
+    elapsed = time.monotonic() - lease.renewed
+    if elapsed >= lease.lease_s / 3:
+        _renew(lease, elapsed)
+    return lease
+
+
+def _renew(lease: Lease, elapsed: float) -> None:
+    """Renew ``lease`` if it is still this writer's (no claim since), else raise."""
+    spark, config = lease.spark, lease.config
+    started, now = time.monotonic(), _utc_now()
+    if _update(
+        spark,
+        config,
+        lease.token,
+        token=lease.token,
+        holder=lease.holder,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        claimed_at=lease.claimed_at.isoformat(),
+        expires_at=(now + timedelta(seconds=lease.lease_s)).isoformat(),
+    ):
+        lease.renewed = started
+        return
+    row = read_lease(spark, config)
+    holder = _describe(row, config) if row is not None else "nobody"
+    raise WriterFenced(
+        f"this writer's lease (token {lease.token}) went {elapsed:.0f} s without renewal "
+        f"(writer.lease_s = {lease.lease_s:g}) and another writer claimed it: {holder}. "
+        "This run wrote nothing more; run again"
+    )
+
+
+@contextmanager
+def dml_fence(spark: SparkSession, config: Config) -> Iterator[None]:
+    """Around a MERGE or DELETE of the writer: check the lease, and have the statement carry
+    the lease's token as its Delta transaction id, so that Delta skips it if a newer writer
+    has fenced the table (nothing without a lease)."""
+    lease = check_lease(config)
+    if lease is None:
+        yield
+        return
+    spark.conf.set(_TXN_APP_ID, _app_id(config))
+    spark.conf.set(_TXN_VERSION, str(_next_version(lease)))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset(_TXN_APP_ID)
+
+
+def held_lease(config: Config) -> Lease | None:
+    """The lease this process holds for ``config``'s acker, if any."""
+    return _held.get(config.qualified_schema)
+
+
+def _release(lease: Lease) -> None:
+    _update(
+        lease.spark,
+        lease.config,
+        lease.token,
+        token=lease.token,
+        holder=lease.holder,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        claimed_at=lease.claimed_at.isoformat(),
+        expires_at=None,
+    )
+
+
+@contextmanager
+def writer_lease(
+    spark: SparkSession,
+    config: Config,
+    verb: str,
+    wait: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> Iterator[Lease]:
+    """Hold the writer lease for the ``with`` block (re-entrant within one process, as
+    ``demo`` calls ``run`` and ``tick``), releasing it at the end."""
+    key = config.qualified_schema
+    if key in _held:
+        yield _held[key]
+        return
+    lease = claim(spark, config, verb, wait, say)
+    _held[key] = lease
+    failed = True
+    try:
+        yield lease
+        failed = False
+    finally:
+        del _held[key]
+        try:
+            _release(lease)
+        except Exception:
+            if not failed:  # else the failure that ended the block is the one to report
+                raise
