@@ -65,6 +65,7 @@ _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 # A token's statements are numbered below it: token * 2**32 + n.
 _STATEMENT_BITS = 32
 _WAIT_POLL_S = 5.0
+_CREATE_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
@@ -228,8 +229,16 @@ def _next_version(lease: Lease) -> int:
 
 def create_lease_table(spark: SparkSession, config: Config) -> None:
     """Create the lease's table where it does not exist (``acker init``; a writer on an older
-    acker's warehouse creates it as it claims)."""
-    ensure_table(spark, config, LEASE_TABLE, "create_writer_lease")
+    acker's warehouse creates it as it claims). Where another writer creates it at the same
+    moment, one creation fails (the folder is taken); it then attaches the other's."""
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            ensure_table(spark, config, LEASE_TABLE, "create_writer_lease")
+            return
+        except Exception:
+            if attempt == _CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(1.0)
 
 
 def claim(

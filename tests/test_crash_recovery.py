@@ -22,7 +22,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,11 +33,12 @@ from pyspark.sql import SparkSession
 from pipelines import jobs
 from pipelines.cli import main
 from pipelines.clock import SLICE_SPAN
-from pipelines.config import Config
+from pipelines.config import Config, WriterSettings
 from pipelines.engine import BatchResult, Position, TickResult, read_position
-from pipelines.faults import CRASH_ENV, CRASH_LOG_ENV, CRASH_POINTS
+from pipelines.faults import CRASH_ENV, CRASH_LOG_ENV, CRASH_POINTS, PAUSE_ENV
 from pipelines.run_record import save_run_record
-from pipelines.tables import create_tables
+from pipelines.sql import TABLES
+from pipelines.tables import create_tables, table_location
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import (
     BASE_TIME,
@@ -123,11 +125,17 @@ def clone(
 
 
 def acker_process(
-    conf: Path, *argv: str, crash_at: str | None = None, reached: Path | None = None
+    conf: Path,
+    *argv: str,
+    crash_at: str | None = None,
+    reached: Path | None = None,
+    pause_at: str | None = None,
 ) -> subprocess.Popen[str]:
     """Start the real CLI as its own process group (so a crash takes its JVM down too); it
-    notes the crash points it reaches in ``reached``, if given."""
-    env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, CRASH_LOG_ENV)}
+    notes the crash points it reaches in ``reached``, if given, and stops at ``pause_at``."""
+    env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, CRASH_LOG_ENV, PAUSE_ENV)}
+    if pause_at is not None:
+        env[PAUSE_ENV] = pause_at
     if reached is not None:
         env[CRASH_LOG_ENV] = str(reached)
     # A killed JVM leaves its scratch folders behind: in the test's own folder, not in /tmp.
@@ -290,6 +298,76 @@ def test_two_runs_started_at_once_apply_each_batch_once(
     refused = next(err for code, err in results if code == 1).strip().splitlines()
     assert len(refused) == 1 and "another acker writer holds" in refused[0], refused
     assert_same_tables(spark, config, template.reference)
+
+
+def _writer_conf(config: Config, folder: Path, lease_s: float = 300.0) -> Path:
+    """The conf of a writer on a machine of its own: a lock folder no other writer shares."""
+    writer = WriterSettings(lease_s=lease_s, lock_dir=str(folder / "locks"))
+    folder.mkdir()
+    return write_conf(replace(config, writer=writer), folder / "acker.toml")
+
+
+def _log_heads(config: Config) -> dict[str, str]:
+    """The newest commit of each table's Delta log."""
+    return {
+        table: max(p.name for p in (table_location(config, table) / "_delta_log").glob("*.json"))
+        for table in TABLES
+    }
+
+
+# Rounds of two writers started together, each a pair of new processes of about a minute.
+CONTEST_ROUNDS = 3
+
+
+@pytest.mark.parametrize("contest", range(CONTEST_ROUNDS))
+def test_two_writers_that_share_no_lock_apply_each_batch_once(
+    contest: int, template: Template, spark: SparkSession, tmp_path: Path
+) -> None:
+    """As two machines would: each writer has its own lock folder, and only the writer lease,
+    a Delta table, stands between them."""
+    config, _ = clone(spark, template.config, template.position, tmp_path)
+    confs = [_writer_conf(config, tmp_path / host) for host in ("host-a", "host-b")]
+    writers = [acker_process(conf, "run") for conf in confs]
+    results = [(w, *w.communicate(timeout=900)) for w in writers]
+    applied = [out for w, out, _ in results if w.returncode == 0 and "processed 0 " not in out]
+    assert len(applied) == 1, results
+    # The other was refused by the lease (or, started once the first had finished, found
+    # nothing left to do).
+    for writer, out, err in results:
+        if writer.returncode != 0:
+            assert writer.returncode == 1, err[-3000:]
+            assert "WriterBusy: another acker writer holds the writer lease" in err, err
+        elif out not in applied:
+            assert "processed 0 micro-batches" in out, out
+    assert_same_tables(spark, config, template.reference)
+    assert_resolved_once(spark, config)
+
+
+def test_a_writer_paused_past_its_lease_commits_nothing_after_another_takes_over(
+    template: Template, spark: SparkSession, tmp_path: Path
+) -> None:
+    lease_s = 10.0
+    config, _ = clone(spark, template.config, template.position, tmp_path)
+    paused_conf, taker_conf = (
+        _writer_conf(config, tmp_path / host, lease_s) for host in ("host-a", "host-b")
+    )
+    paused = acker_process(paused_conf, "run", pause_at=f"batch:aggregated@{CRASHED_BATCH}")
+    stat = Path(f"/proc/{paused.pid}/stat")
+    deadline = time.monotonic() + 600
+    while stat.read_text().split()[2] != "T":
+        assert paused.poll() is None and time.monotonic() < deadline, paused.communicate()
+        time.sleep(0.5)
+    time.sleep(lease_s + 2)  # its lease lapses while it is stopped
+    code, err = finish(acker_process(taker_conf, "run"))
+    assert code == 0, err[-3000:]
+    assert "took over a lapsed writer lease" in err and "fencing its tables" in err, err
+    heads = _log_heads(config)
+    os.killpg(paused.pid, signal.SIGCONT)
+    code, err = finish(paused)
+    assert code == 1 and "WriterFenced: this writer's lease" in err, err[-3000:]
+    assert _log_heads(config) == heads, "the paused writer committed after the takeover"
+    assert_same_tables(spark, config, template.reference)
+    assert_resolved_once(spark, config)
 
 
 def test_random_crashes_over_many_batches_leave_the_uninterrupted_outcome(
