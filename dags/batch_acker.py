@@ -14,8 +14,8 @@ DAGs and their tasks:
 Both call the ``acker`` console script of the environment Airflow's workers run in (install the
 package there), with the conf file given by the DAG param ``conf`` (default: the environment
 variable ``ACKER_CONF``, else the embedded local default). One run at a time per DAG
-(``max_active_runs=1``); across the two DAGs the acker's own writer lock keeps one writer, and
-``acker_maintain`` retries while a run holds it.
+(``max_active_runs=1``); across the two DAGs, and whichever workers they land on, the acker's
+writer lease (a Delta table) keeps one writer, and ``acker_maintain`` retries while a run holds it.
 """
 
 from __future__ import annotations

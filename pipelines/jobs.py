@@ -433,6 +433,7 @@ def run_continuously(
                 if not query.isActive:
                     break
                 with work:
+                    check_lease(config)  # an idle run keeps its lease too
                     standing = applier.position or read_position(spark, config)
                     ticked, applier.position = tick_due(spark, config, standing, heard)
                     ticks += ticked

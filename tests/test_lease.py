@@ -109,6 +109,26 @@ def test_a_lease_whose_holder_died_on_this_host_is_claimed_without_fencing(
     assert row is not None and row.token == 2 and row.expires_at is None, "released"
 
 
+def test_a_writer_told_to_wait_claims_the_lease_once_its_holder_releases_it(
+    acker: Harness,
+) -> None:
+    heard: list[str] = []
+    claimed: list[lease.Lease] = []
+    with lease.writer_lease(acker.spark, acker.config, "maintain") as holder:
+        waiter = threading.Thread(
+            target=lambda: claimed.append(
+                lease.claim(acker.spark, acker.config, "run", wait=True, say=heard.append)
+            )
+        )
+        waiter.start()
+        waiter.join(timeout=3)
+        assert waiter.is_alive() and not claimed
+    waiter.join(timeout=120)
+    assert [c.token for c in claimed] == [holder.token + 1]
+    assert len(heard) == 1 and heard[0].startswith("waiting for the writer lease:")
+    assert holder.holder in heard[0]
+
+
 @pytest.mark.fast
 def test_the_lease_settings_are_checked() -> None:
     from pipelines.config import ConfigError, parse_config
