@@ -307,7 +307,7 @@ def _run_verb(
     landed: Sequence[FileKey] | None,
 ) -> None:
     """Do what ``args.verb`` asks, on a session already started."""
-    from pipelines import jobs
+    from pipelines import jobs, lease
     from pipelines.sql import TABLES, VIEWS, relations_read
 
     if args.verb == "init":
@@ -344,6 +344,8 @@ def _run_verb(
         # an analysis of its query (`select 1`, cold: about 2 s less).
         read = relations_read(args.query)
         jobs.open_tables(spark, config, views=read & VIEWS.keys(), tables=read & TABLES.keys())
+        if lease.LEASE_TABLE in args.query:
+            lease.attach_lease_table(spark, config)
         df = spark.sql(args.query)
         limit = args.limit if args.format == "table" else None
         rows = [tuple(row) for row in (df.limit(limit) if limit else df).collect()]

@@ -45,6 +45,7 @@ __all__ = [
     "FENCED_TABLES",
     "LEASE_TABLE",
     "Lease",
+    "attach_lease_table",
     "check_lease",
     "create_lease_table",
     "dml_fence",
@@ -225,6 +226,11 @@ def _app_id(config: Config) -> str:
 def _next_version(lease: Lease) -> int:
     lease.statements += 1
     return (lease.token << _STATEMENT_BITS) + lease.statements
+
+
+def attach_lease_table(spark: SparkSession, config: Config) -> None:
+    """Register the lease's table in this session, for a reader (``acker sql``), if it exists."""
+    ensure_table(spark, config, LEASE_TABLE)
 
 
 def create_lease_table(spark: SparkSession, config: Config) -> None:

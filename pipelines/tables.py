@@ -120,16 +120,18 @@ def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
     return tuple(heads)
 
 
-def ensure_table(spark: SparkSession, config: Config, table: str, sql_file: str) -> None:
+def ensure_table(
+    spark: SparkSession, config: Config, table: str, sql_file: str | None = None
+) -> None:
     """Register ``table`` in this session where a local warehouse holds it, else create it
-    from ``acker_sql/<sql_file>.sql`` if it does not exist: a table outside TABLES, which the
-    acker makes where it first needs it."""
+    from ``acker_sql/<sql_file>.sql`` (if given) where it does not exist: a table outside
+    TABLES, which the acker makes where it first needs it."""
     name = config.qualified(table)
     if spark.catalog.tableExists(name):
         return
     if _has_log(config, table):
         spark.catalog.createTable(name, path=str(table_location(config, table)), source="delta")
-    else:
+    elif sql_file is not None:
         run_sql(spark, config, sql_file, table=name)
 
 

@@ -10,14 +10,16 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from pipelines import lease
+from pipelines.cli import main
 from pipelines.config import Config
 from pipelines.errors import WriterBusy, WriterFenced
 from pipelines.tables import table_property
-from tests.acker_harness import Harness, init
+from tests.acker_harness import Harness, init, write_conf
 
 
 def _set_lease(acker: Harness, host: str, pid: int, expires_in_s: float) -> None:
@@ -95,7 +97,7 @@ def test_a_held_lease_is_refused_until_it_lapses_and_its_taker_fences_every_tabl
 
 
 def test_a_lease_whose_holder_died_on_this_host_is_claimed_without_fencing(
-    acker: Harness,
+    acker: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with lease.writer_lease(acker.spark, acker.config, "run"):
         pass
@@ -107,6 +109,11 @@ def test_a_lease_whose_holder_died_on_this_host_is_claimed_without_fencing(
     assert _fenced_by(acker, "pending") is None
     row = lease.read_lease(acker.spark, acker.config)
     assert row is not None and row.token == 2 and row.expires_at is None, "released"
+    # What an operator asks of the command line.
+    conf = write_conf(acker.config, tmp_path / "acker.toml")
+    query = "select token, expires_at from writer_lease"
+    assert main(["sql", query, "--format", "csv", "--conf", str(conf)]) == 0
+    assert capsys.readouterr().out == "token,expires_at\n2,\n"
 
 
 def test_a_writer_told_to_wait_claims_the_lease_once_its_holder_releases_it(
