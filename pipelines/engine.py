@@ -30,7 +30,7 @@ from pyspark.sql import types as T
 from pipelines.config import Clock, Config
 from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
-from pipelines.lease import check_lease, dml_fence
+from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
 from pipelines.sql import row_as, run_sql, run_sql_row
 from pipelines.tables import LogHeads, log_heads, schema_location
@@ -71,8 +71,6 @@ __all__ = [
     "unfinished_batch",
 ]
 
-_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 # Delta's MERGE plans its join without the size of a checkpointed source, so it shuffles all
 # of pending; broadcasting a small batch's new state instead took a MERGE into 10^7 pending
@@ -201,10 +199,6 @@ class EpochScale:
 
     def epoch_of(self, micros: int) -> int:
         return (micros - self.origin_us) // self.interval_us
-
-
-def _app_id(config: Config, kind: str) -> str:
-    return f"batch-acker/{config.qualified_schema}/{kind}"
 
 
 def interrupted_tick(epoch: int, last_expired_epoch: int | None) -> int | None:
@@ -409,7 +403,7 @@ def append_idempotent(df: DataFrame, config: Config, table: str, kind: str, vers
     (
         df.write.format("delta")
         .mode("append")
-        .option("txnAppId", _app_id(config, kind))
+        .option("txnAppId", app_id(config, kind))
         .option("txnVersion", str(version))
         .saveAsTable(config.qualified(table))
     )
@@ -434,13 +428,8 @@ def _run_idempotent(
 ) -> None:
     """Run a DELETE statement that Delta skips if (app id, version) was committed."""
     check_lease(config)
-    spark.conf.set(_TXN_APP_ID, _app_id(config, kind))
-    spark.conf.set(_TXN_VERSION, str(version))
-    try:
+    with transaction_id(spark, app_id(config, kind), version):
         run_sql(spark, config, name, **params).collect()
-    finally:
-        spark.conf.unset(_TXN_VERSION)
-        spark.conf.unset(_TXN_APP_ID)
 
 
 def _now() -> datetime:

@@ -45,12 +45,13 @@ __all__ = [
     "FENCED_TABLES",
     "LEASE_TABLE",
     "Lease",
+    "app_id",
     "attach_lease_table",
     "check_lease",
     "create_lease_table",
     "dml_fence",
-    "held_lease",
     "read_lease",
+    "transaction_id",
     "writer_lease",
 ]
 
@@ -213,14 +214,28 @@ def _fence_tables(lease: Lease) -> None:
         (
             empty.write.format("delta")
             .mode("append")
-            .option("txnAppId", _app_id(config))
+            .option("txnAppId", app_id(config, "writer"))
             .option("txnVersion", str(_next_version(lease)))
             .saveAsTable(config.qualified(table))
         )
 
 
-def _app_id(config: Config) -> str:
-    return f"batch-acker/{config.qualified_schema}/writer"
+def app_id(config: Config, kind: str) -> str:
+    """The Delta transaction app id of ``kind``'s writes to ``config``'s acker."""
+    return f"batch-acker/{config.qualified_schema}/{kind}"
+
+
+@contextmanager
+def transaction_id(spark: SparkSession, app: str, version: int) -> Iterator[None]:
+    """Have the SQL statements of the ``with`` block carry (``app``, ``version``) as their
+    Delta transaction id: Delta skips one if the table recorded that version or a later one."""
+    spark.conf.set(_TXN_APP_ID, app)
+    spark.conf.set(_TXN_VERSION, str(version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset(_TXN_APP_ID)
 
 
 def _next_version(lease: Lease) -> int:
@@ -294,23 +309,12 @@ def check_lease(config: Config) -> Lease | None:
 
 def _renew(lease: Lease, elapsed: float) -> None:
     """Renew ``lease`` if it is still this writer's (no claim since), else raise."""
-    spark, config = lease.spark, lease.config
-    started, now = time.monotonic(), _utc_now()
-    if _update(
-        spark,
-        config,
-        lease.token,
-        token=lease.token,
-        holder=lease.holder,
-        host=socket.gethostname(),
-        pid=os.getpid(),
-        claimed_at=lease.claimed_at.isoformat(),
-        expires_at=(now + timedelta(seconds=lease.lease_s)).isoformat(),
-    ):
+    started = time.monotonic()
+    if _set_expiry(lease, _utc_now() + timedelta(seconds=lease.lease_s)):
         lease.renewed = started
         return
-    row = read_lease(spark, config)
-    holder = _describe(row, config) if row is not None else "nobody"
+    row = read_lease(lease.spark, lease.config)
+    holder = _describe(row, lease.config) if row is not None else "nobody"
     raise WriterFenced(
         f"this writer's lease (token {lease.token}) went {elapsed:.0f} s without renewal "
         f"(writer.lease_s = {lease.lease_s:g}) and another writer claimed it: {holder}. "
@@ -327,22 +331,13 @@ def dml_fence(spark: SparkSession, config: Config) -> Iterator[None]:
     if lease is None:
         yield
         return
-    spark.conf.set(_TXN_APP_ID, _app_id(config))
-    spark.conf.set(_TXN_VERSION, str(_next_version(lease)))
-    try:
+    with transaction_id(spark, app_id(config, "writer"), _next_version(lease)):
         yield
-    finally:
-        spark.conf.unset(_TXN_VERSION)
-        spark.conf.unset(_TXN_APP_ID)
 
 
-def held_lease(config: Config) -> Lease | None:
-    """The lease this process holds for ``config``'s acker, if any."""
-    return _held.get(config.qualified_schema)
-
-
-def _release(lease: Lease) -> None:
-    _update(
+def _set_expiry(lease: Lease, expires_at: datetime | None) -> bool:
+    """Set when ``lease`` lapses (``None``: released), if it is still this writer's."""
+    return _update(
         lease.spark,
         lease.config,
         lease.token,
@@ -351,7 +346,7 @@ def _release(lease: Lease) -> None:
         host=socket.gethostname(),
         pid=os.getpid(),
         claimed_at=lease.claimed_at.isoformat(),
-        expires_at=None,
+        expires_at=None if expires_at is None else expires_at.isoformat(),
     )
 
 
@@ -378,7 +373,7 @@ def writer_lease(
     finally:
         del _held[key]
         try:
-            _release(lease)
+            _set_expiry(lease, None)
         except Exception:
             if not failed:  # else the failure that ended the block is the one to report
                 raise
