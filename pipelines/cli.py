@@ -182,7 +182,7 @@ def _summary(config: Config, status: Any) -> str:
         f"  late       {status.late_events:>9}\n"
         f"  quarantine {status.quarantined:>9}\n"
         f"{_headline(status)}"
-        f"tables: {config.qualified_schema}.* in {config.warehouse_path}"
+        f"tables: {config.qualified_schema}.* in {config.warehouse_uri}"
     )
 
 
@@ -313,7 +313,7 @@ def _run_verb(
     if args.verb == "init":
         created = jobs.init(spark, config)
         print(
-            f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_path}"
+            f"created {len(created)} tables in {config.qualified_schema} at {config.warehouse_uri}"
         )
     elif args.verb == "ingest":
         _ingest(spark, config, args.paths, args.format, say)

@@ -127,7 +127,7 @@ class Stager:
         if batch_id < newest:
             raise CheckpointMismatch(
                 f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
-                f"checkpoint {self.config.checkpoint_path} was rolled back or replaced; its "
+                f"checkpoint {self.config.checkpoint_uri} was rolled back or replaced; its "
                 "events would be applied twice"
             )
 

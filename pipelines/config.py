@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 __all__ = [
     "CLOCKS",
+    "OBJECT_STORE_SCHEMES",
     "PROTOCOLS",
     "REFRESH_MODES",
     "AckerSettings",
@@ -43,6 +44,10 @@ CLOCKS: tuple[Clock, ...] = get_args(Clock)
 PROTOCOLS: tuple[Protocol, ...] = get_args(Protocol)
 DELTA_JAR_MODES = ("resolve", "provided")
 
+# The object stores a warehouse may live on: S3 through Hadoop's S3A connector, whose JARs the
+# session resolves beside Delta's (pipelines.jars).
+OBJECT_STORE_SCHEMES = ("s3a",)
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -142,8 +147,30 @@ class Config:
         return ".".join(part for part in (self.warehouse.catalog, self.warehouse.schema) if part)
 
     @property
+    def warehouse_is_local(self) -> bool:
+        """Whether the warehouse is a folder of this machine, not an object store's URI."""
+        return _URI_SCHEME.match(self.warehouse.path) is None
+
+    @property
+    def warehouse_uri(self) -> str:
+        """Where the warehouse is, as Spark and Delta name it: an absolute local path, or the
+        object store's URI (``s3a://bucket/prefix``) without a trailing slash."""
+        if self.warehouse_is_local:
+            return str(self.warehouse_path)
+        return self.warehouse.path.rstrip("/")
+
+    @property
     def warehouse_path(self) -> Path:
+        """The local warehouse folder; the files the acker keeps beside its tables (run and
+        status records, the writer's lock) exist only there."""
+        if not self.warehouse_is_local:
+            raise ValueError(f"warehouse {self.warehouse.path} is not a local folder")
         return Path(self.warehouse.path).expanduser().resolve()
+
+    @property
+    def checkpoint_uri(self) -> str:
+        """The stream's checkpoint, as Spark names it."""
+        return f"{self.warehouse_uri}/_checkpoints/{self.qualified_schema}/run"
 
     @property
     def checkpoint_path(self) -> Path:
@@ -244,6 +271,12 @@ def _parse_warehouse(raw: dict[str, Any]) -> WarehouseSettings:
     )
     if not settings.path.strip():
         raise ConfigError(f"warehouse.path = {settings.path!r}: must name a folder")
+    scheme = _URI_SCHEME.match(settings.path)
+    if scheme is not None and scheme.group(1) not in OBJECT_STORE_SCHEMES:
+        raise ConfigError(
+            f"warehouse.path = {settings.path!r}: a local folder or one of "
+            + ", ".join(f"{name}://" for name in OBJECT_STORE_SCHEMES)
+        )
     check_identifier("warehouse.schema", settings.schema)
     if settings.catalog:
         check_identifier("warehouse.catalog", settings.catalog)

@@ -33,7 +33,7 @@ from pipelines.faults import crash_point
 from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
 from pipelines.sql import row_as, run_sql, run_sql_row
-from pipelines.tables import LogHeads, log_heads, schema_location
+from pipelines.tables import LogHeads, log_heads, schema_uri
 
 __all__ = [
     "BROADCAST_MERGE_ROWS",
@@ -325,7 +325,7 @@ def _outcome_anchors(spark: SparkSession, config: Config, for_batch: bool) -> Da
     select_outcome_anchors.sql), from memory where the tables are as the writer left them;
     read from the tables, and kept for the next look-ups, where a micro-batch (``for_batch``)
     of this process looked them up before."""
-    key = str(schema_location(config))
+    key = schema_uri(config)
     heads = None if is_connect(spark) else log_heads(config, _OUTCOME_TABLES)
     kept = _kept_outcomes.pop(key, None)
     if heads is not None and kept is not None and kept.heads == heads:
@@ -358,7 +358,7 @@ def _keep_outcomes_written(
     the outcome tables, replacing the completed and failed rows of ``replaced_batch`` (an
     earlier attempt of the batch that wrote them): add them to the kept outcomes, if the writer
     kept them."""
-    key = str(schema_location(config))
+    key = schema_uri(config)
     kept = _kept_outcomes.pop(key, None)
     if kept is not None:
         kept = kept.in_session(spark)
@@ -379,7 +379,7 @@ def _keep_outcomes_written(
 def _forget_outcomes_unless_current(config: Config) -> None:
     """Before the writer appends to the outcome tables without a look-up first (a tick's
     expired rows): forget the kept outcomes if another's commit has made them stale."""
-    key = str(schema_location(config))
+    key = schema_uri(config)
     kept = _kept_outcomes.get(key)
     if kept is not None and kept.heads != log_heads(config, _OUTCOME_TABLES):
         del _kept_outcomes[key]
@@ -467,12 +467,12 @@ def _check_batch_order(config: Config, position: Position, batch_id: int) -> Non
     if started is not None and batch_id != started:
         raise CheckpointMismatch(
             f"micro-batch {started} was interrupted and the stream now offers batch {batch_id}: "
-            f"the checkpoint {config.checkpoint_path} does not belong to these tables"
+            f"the checkpoint {config.checkpoint_uri} does not belong to these tables"
         )
     if batch_id < position.last_batch_id:
         raise CheckpointMismatch(
             f"micro-batch {batch_id} is older than the last committed batch "
-            f"{position.last_batch_id}: the checkpoint {config.checkpoint_path} was rolled back "
+            f"{position.last_batch_id}: the checkpoint {config.checkpoint_uri} was rolled back "
             "or replaced; its events would be applied twice"
         )
 

@@ -21,6 +21,7 @@ __all__ = [
     "JarResolutionError",
     "default_jar_cache",
     "ensure_delta_jars",
+    "ensure_s3a_jars",
 ]
 
 DELTA_VERSION = "4.4.0"
@@ -42,6 +43,16 @@ _EXCLUDED_ORGS = (
     "org.locationtech.jts",
     "com.fasterxml.jackson.core",
 )
+
+# Hadoop's S3A connector for a warehouse on S3: the version of the Hadoop pyspark ships, and
+# the AWS SDK modules it calls at the version it was built against, one by one rather than the
+# SDK's bundle of every service (about 14 MB against 600). Netty and SLF4J come with Spark.
+HADOOP_AWS_VERSION = "3.5.0"
+S3A_MAVEN_ARTIFACT = f"org.apache.hadoop:hadoop-aws:{HADOOP_AWS_VERSION}"
+_AWS_SDK_VERSION = "2.35.4"
+_AWS_SDK_MODULES = ("s3", "sts", "s3-transfer-manager")
+_S3_ANALYTICS_ACCELERATOR = "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1"
+_S3A_EXCLUDED_ORGS = ("org.slf4j", "io.netty")
 
 _COMPLETE_MARKER = ".resolved"
 
@@ -71,6 +82,29 @@ def _ivy_module_xml() -> str:
 """
 
 
+def _s3a_module_xml() -> str:
+    group, artifact, version = S3A_MAVEN_ARTIFACT.split(":")
+    accelerator_group, accelerator, accelerator_version = _S3_ANALYTICS_ACCELERATOR.split(":")
+    sdk = "\n".join(
+        f'    <dependency org="software.amazon.awssdk" name="{module}" rev="{_AWS_SDK_VERSION}"'
+        ' conf="default->default"/>'
+        for module in _AWS_SDK_MODULES
+    )
+    excludes = "\n".join(f'    <exclude org="{org}"/>' for org in _S3A_EXCLUDED_ORGS)
+    return f"""<ivy-module version="2.0">
+  <info organisation="batch-acker" module="s3a-jars"/>
+  <dependencies>
+    <dependency org="{group}" name="{artifact}" rev="{version}" conf="default->master"
+        transitive="false"/>
+    <dependency org="{accelerator_group}" name="{accelerator}" rev="{accelerator_version}"
+        conf="default->default"/>
+{sdk}
+{excludes}
+  </dependencies>
+</ivy-module>
+"""
+
+
 def _ivy_jar() -> Path:
     import pyspark
 
@@ -90,8 +124,8 @@ def _java() -> str:
     return found
 
 
-def _version_folder(cache_dir: Path) -> Path:
-    return cache_dir / DELTA_MAVEN_ARTIFACT.replace(":", "_")
+def _version_folder(cache_dir: Path, artifact: str) -> Path:
+    return cache_dir / artifact.replace(":", "_")
 
 
 def ensure_delta_jars(cache_dir: Path | None = None) -> list[Path]:
@@ -100,19 +134,30 @@ def ensure_delta_jars(cache_dir: Path | None = None) -> list[Path]:
     Example: ``spark.jars = ",".join(str(p) for p in ensure_delta_jars())``.
     Safe to call from several processes at once: a file lock serialises the first resolution.
     """
-    folder = _version_folder(cache_dir or default_jar_cache())
+    return _ensure_jars(cache_dir, DELTA_MAVEN_ARTIFACT, _ivy_module_xml())
+
+
+def ensure_s3a_jars(cache_dir: Path | None = None) -> list[Path]:
+    """Return Hadoop's S3A connector and the AWS SDK modules it needs, resolving them from
+    Maven Central on first use into the same cache as the Delta JARs: what a session needs
+    for a warehouse on S3 (``s3a://``)."""
+    return _ensure_jars(cache_dir, S3A_MAVEN_ARTIFACT, _s3a_module_xml())
+
+
+def _ensure_jars(cache_dir: Path | None, artifact: str, module_xml: str) -> list[Path]:
+    folder = _version_folder(cache_dir or default_jar_cache(), artifact)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / _COMPLETE_MARKER).exists():
-            _resolve_into(folder)
+            _resolve_into(folder, artifact, module_xml)
     return sorted(folder.glob("*.jar"))
 
 
-def _resolve_into(folder: Path) -> None:
+def _resolve_into(folder: Path, artifact: str, module_xml: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         module = Path(scratch) / "ivy.xml"
-        module.write_text(_ivy_module_xml())
+        module.write_text(module_xml)
         command = [
             _java(),
             "-jar",
@@ -128,9 +173,10 @@ def _resolve_into(folder: Path) -> None:
             "-sync",
         ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0 or not list(folder.glob("io.delta__delta-spark*.jar")):
+    group, name, _ = artifact.split(":")
+    if result.returncode != 0 or not list(folder.glob(f"{group}__{name}-*.jar")):
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
         raise JarResolutionError(
-            f"could not resolve {DELTA_MAVEN_ARTIFACT} from Maven Central into {folder}:\n{tail}"
+            f"could not resolve {artifact} from Maven Central into {folder}:\n{tail}"
         )
-    (folder / _COMPLETE_MARKER).write_text(DELTA_MAVEN_ARTIFACT + "\n")
+    (folder / _COMPLETE_MARKER).write_text(artifact + "\n")

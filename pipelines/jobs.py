@@ -207,7 +207,7 @@ def _start_stream(
     query = (
         events.writeStream.foreachBatch(apply_batch)
         .trigger(**trigger)
-        .option("checkpointLocation", str(config.checkpoint_path))
+        .option("checkpointLocation", config.checkpoint_uri)
         .start()
     )
     return query, refusals
@@ -585,7 +585,7 @@ def demo(
             progress(results)
 
     with writer_lock(config, "demo"):
-        step(f"creating the tables of {config.qualified_schema} in {config.warehouse_path}")
+        step(f"creating the tables of {config.qualified_schema} in {config.warehouse_uri}")
         init(spark, config)
         spec = spec or WorkloadSpec(trees=5000, batches=4, seed=2026)
         if spark.table(config.qualified("ack_events")).isEmpty():

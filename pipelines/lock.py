@@ -11,6 +11,7 @@ what any producer does, and Delta serialises appends.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import socket
 from collections.abc import Iterator
@@ -27,10 +28,16 @@ _held: set[Path] = set()
 
 
 def lock_path(config: Config) -> Path:
-    """The lock file of the acker ``config`` names (in ``writer.lock_dir``, if set)."""
-    folder = config.warehouse_path / "_locks"
+    """The lock file of the acker ``config`` names: in ``writer.lock_dir`` if set, else in the
+    local warehouse, or for a warehouse on an object store in this user's cache, one file per
+    warehouse URI (the writer lease, not this lock, keeps writers on other machines apart)."""
     if config.writer.lock_dir:
         folder = Path(config.writer.lock_dir).expanduser().resolve()
+    elif config.warehouse_is_local:
+        folder = config.warehouse_path / "_locks"
+    else:
+        digest = hashlib.sha256(config.warehouse_uri.encode()).hexdigest()[:16]
+        folder = Path.home() / ".cache" / "batch-acker" / "locks" / digest
     return folder / f"{config.qualified_schema}.lock"
 
 

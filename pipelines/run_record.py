@@ -107,6 +107,8 @@ def save_run_record(
 def _current_record(config: Config) -> dict[str, Any] | None:
     """The record, if it was written under these settings and no writer has committed to
     the acker's tables since, but appends to ``ack_events``."""
+    if not config.warehouse_is_local:
+        return None
     try:
         record: dict[str, Any] = json.loads(run_record_path(config).read_text())
     except (OSError, ValueError):
@@ -125,6 +127,8 @@ def take_recorded_position(config: Config) -> Position | None:
     record is removed as it is taken (holding the writer lock), so a run or tick that stops
     half-way, whose tables may hold rows it did not commit, leaves none."""
     record = _current_record(config)
+    if not config.warehouse_is_local:
+        return None
     with contextlib.suppress(OSError):
         run_record_path(config).unlink(missing_ok=True)
     if record is None:
@@ -159,6 +163,8 @@ def nothing_to_run(
 def _stream_has_read_all(config: Config) -> bool:
     """Whether the stream's last committed offset of ``ack_events`` lies past the table's
     newest commit, with no batch started after it."""
+    if not config.warehouse_is_local:
+        return False
     checkpoint = config.checkpoint_path
     try:
         offsets = [int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit()]

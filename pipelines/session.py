@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import class_data
 from pipelines.config import Config
-from pipelines.jars import default_jar_cache, ensure_delta_jars
+from pipelines.jars import default_jar_cache, ensure_delta_jars, ensure_s3a_jars
 
 __all__ = [
     "INTERPRETED_QUERIES",
@@ -138,11 +138,11 @@ def configure_builder(
         # server's).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         merged.update(LOCAL_DEFAULTS)
-        merged["spark.sql.warehouse.dir"] = str(config.warehouse_path)
+        merged["spark.sql.warehouse.dir"] = config.warehouse_uri
         # A local session talks only to itself; without this Spark warns that the hostname
         # resolves to a loopback address, and asks for exactly this setting.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    jars = ensure_delta_jars(_jar_cache(config)) if settings.delta_jars == "resolve" else []
+    jars = _session_jars(config)
     if jars:
         merged["spark.jars"] = ",".join(str(jar) for jar in jars)
     if lean_jvm or short_lived:
@@ -160,6 +160,17 @@ def configure_builder(
     return builder
 
 
+def _session_jars(config: Config) -> list[Path]:
+    """The JARs the session loads: Delta's, and for a warehouse on S3 the S3A connector's;
+    none where the platform provides them (``spark.delta_jars = "provided"``)."""
+    if config.spark.delta_jars != "resolve":
+        return []
+    jars = ensure_delta_jars(_jar_cache(config))
+    if not config.warehouse_is_local:
+        jars += ensure_s3a_jars(_jar_cache(config))
+    return jars
+
+
 def _jar_cache(config: Config) -> Path:
     configured = config.spark.jar_cache
     return Path(configured).expanduser() if configured else default_jar_cache()
@@ -171,9 +182,9 @@ def finish_shared_classes(
     """After a verb: if its JVM was the one to write the class-data archive
     (:mod:`pipelines.class_data`), let it finish and move the archive in place; ``say`` hears
     when it does."""
-    if config.spark.delta_jars == "resolve":
-        cache = _jar_cache(config)
-        archive = class_data.archive_path(cache, ensure_delta_jars(cache))
+    jars = _session_jars(config)
+    if jars:
+        archive = class_data.archive_path(_jar_cache(config), jars)
         class_data.finish_archive(spark, archive, say)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
@@ -31,8 +32,10 @@ __all__ = [
     "ensure_table",
     "missing_tables",
     "needs_upgraded_tables",
+    "schema_uri",
     "table_location",
     "table_property",
+    "table_uri",
     "upgrade_tables",
 ]
 
@@ -54,6 +57,16 @@ def schema_location(config: Config) -> Path:
     return config.warehouse_path / f"{config.warehouse.schema}.db"
 
 
+def schema_uri(config: Config) -> str:
+    """Where the warehouse keeps the schema's tables, as Spark names it (local or not)."""
+    return f"{config.warehouse_uri}/{config.warehouse.schema}.db"
+
+
+def table_uri(config: Config, table: str) -> str:
+    """Where the warehouse keeps ``table``, as Spark names it (local or not)."""
+    return f"{schema_uri(config)}/{table}"
+
+
 def _use_schema(spark: SparkSession, config: Config) -> None:
     if config.warehouse.catalog:
         spark.catalog.setCurrentCatalog(config.warehouse.catalog)
@@ -72,7 +85,7 @@ def attach_tables(
     if config.warehouse.catalog:
         run_sql(spark, config, "create_schema", schema=config.qualified_schema)
     else:
-        location = str(schema_location(config))
+        location = schema_uri(config)
         run_sql(
             spark,
             config,
@@ -82,8 +95,8 @@ def attach_tables(
         )
     for table in tables:
         name = config.qualified(table)
-        if _has_log(config, table) and not spark.catalog.tableExists(name):
-            spark.catalog.createTable(name, path=str(table_location(config, table)), source="delta")
+        if not spark.catalog.tableExists(name) and _has_log(spark, config, table):
+            spark.catalog.createTable(name, path=table_uri(config, table), source="delta")
     _use_schema(spark, config)
     missing = missing_tables(spark, config)
     if not missing:
@@ -99,8 +112,13 @@ _COMMIT_FILE = re.compile(r"\d{20}\.json")
 def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
     """The newest commit file of each of ``tables``' Delta logs (its name, inode and change
     time), which every commit to the table replaces; ``None`` where a log is not a local folder
-    this process reads: a catalog's tables, a remote Spark Connect server's, a missing table."""
-    if config.warehouse.catalog or config.spark.remote.startswith("sc://"):
+    this process reads: a catalog's tables, a remote Spark Connect server's, an object store's,
+    a missing table."""
+    if (
+        config.warehouse.catalog
+        or config.spark.remote.startswith("sc://")
+        or not config.warehouse_is_local
+    ):
         return None
     heads = []
     for table in tables:
@@ -129,15 +147,20 @@ def ensure_table(
     name = config.qualified(table)
     if spark.catalog.tableExists(name):
         return
-    if _has_log(config, table):
-        spark.catalog.createTable(name, path=str(table_location(config, table)), source="delta")
+    if _has_log(spark, config, table):
+        spark.catalog.createTable(name, path=table_uri(config, table), source="delta")
     elif sql_file is not None:
         run_sql(spark, config, sql_file, table=name)
 
 
-def _has_log(config: Config, table: str) -> bool:
-    """Whether a local warehouse holds ``table`` as a Delta folder (registered or not)."""
-    return not config.warehouse.catalog and (table_location(config, table) / "_delta_log").is_dir()
+def _has_log(spark: SparkSession, config: Config, table: str) -> bool:
+    """Whether the warehouse (not a catalog) holds ``table`` as a Delta folder, registered or
+    not: a local folder is looked at, an object store's asked through Delta."""
+    if config.warehouse.catalog:
+        return False
+    if config.warehouse_is_local:
+        return (table_location(config, table) / "_delta_log").is_dir()
+    return bool(DeltaTable.isDeltaTable(spark, table_uri(config, table)))
 
 
 def create_tables(spark: SparkSession, config: Config) -> list[str]:
@@ -223,9 +246,10 @@ def needs_upgraded_tables(spark: SparkSession, config: Config) -> Iterator[None]
 
 
 def missing_tables(spark: SparkSession, config: Config) -> list[str]:
-    """The acker tables neither this session's catalog knows nor a local warehouse holds."""
+    """The acker tables neither this session's catalog knows nor the warehouse holds."""
     return [
         table
         for table in TABLES
-        if not _has_log(config, table) and not spark.catalog.tableExists(config.qualified(table))
+        if not spark.catalog.tableExists(config.qualified(table))
+        and not _has_log(spark, config, table)
     ]

@@ -48,6 +48,7 @@ _LONGEST_FIRST = (
     "tests/test_connect.py",
     "tests/test_cluster.py",
     "tests/test_benchmarks.py",
+    "tests/test_object_store.py",
     "tests/test_continuous.py",
     "tests/test_notebooks.py",
     "tests/test_storm_conformance.py",

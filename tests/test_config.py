@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import Config, ConfigError, load_config, parse_config
+from pipelines.lock import lock_path
 
 pytestmark = pytest.mark.fast
 
@@ -17,7 +18,9 @@ def test_local_conf_file_equals_the_embedded_default() -> None:
     assert load_config(CONF / "local.toml") == load_config(None) == Config()
 
 
-@pytest.mark.parametrize("name", ["cluster.example.toml", "databricks.example.toml"])
+@pytest.mark.parametrize(
+    "name", ["cluster.example.toml", "databricks.example.toml", "s3.example.toml"]
+)
 def test_example_confs_are_valid(name: str) -> None:
     assert isinstance(load_config(CONF / name), Config)
 
@@ -74,6 +77,10 @@ def test_catalog_and_schema_options_are_checked_as_identifiers(option: str, valu
         ({"warehouse": {"schema": "ack`er"}}, "warehouse.schema = 'ack`er'"),
         ({"warehouse": {"schema": "acker'--"}}, 'warehouse.schema = "acker\'--"'),
         ({"warehouse": {"path": " "}}, "warehouse.path = ' '"),
+        (
+            {"warehouse": {"path": "gs://bucket/warehouse"}},
+            "warehouse.path = 'gs://bucket/warehouse': a local folder or one of s3a://",
+        ),
         ({"warehouse": {"catalog": "main.x"}}, "warehouse.catalog = 'main.x'"),
         ({"spark": {"delta_jars": "maybe"}}, "spark.delta_jars = 'maybe'"),
         ({"maintain": {"vacuum_retain_hours": -1}}, "maintain.vacuum_retain_hours = -1.0"),
@@ -95,3 +102,23 @@ def test_unreadable_and_malformed_files_are_refused(tmp_path: Path) -> None:
     broken.write_text("[acker\nbuckets = 3\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(broken)
+
+
+def test_a_warehouse_on_s3_is_named_as_spark_names_it_and_locked_on_this_machine() -> None:
+    config = parse_config({"warehouse": {"path": "s3a://bucket/prefix/", "schema": "acker"}})
+    assert not config.warehouse_is_local
+    assert config.warehouse_uri == "s3a://bucket/prefix"
+    assert config.checkpoint_uri == "s3a://bucket/prefix/_checkpoints/acker/run"
+    with pytest.raises(ValueError, match="s3a://bucket/prefix/ is not a local folder"):
+        config.warehouse_path  # noqa: B018
+    # the local lock of a warehouse on S3: in this user's cache, one folder per warehouse
+    lock = lock_path(config)
+    assert lock.name == "acker.lock" and lock.is_relative_to(Path.home() / ".cache")
+    other = parse_config({"warehouse": {"path": "s3a://bucket/other", "schema": "acker"}})
+    assert lock_path(other) != lock
+
+
+def test_a_local_warehouse_is_named_by_its_absolute_path(tmp_path: Path) -> None:
+    config = parse_config({"warehouse": {"path": str(tmp_path / "w")}})
+    assert config.warehouse_is_local and config.warehouse_uri == str(tmp_path / "w")
+    assert config.checkpoint_uri == str(config.checkpoint_path)
