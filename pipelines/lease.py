@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import delta.exceptions as delta_errors
 from pyspark.sql import SparkSession
 
 from pipelines.config import Config
@@ -133,6 +134,20 @@ def _describe(row: LeaseRow, config: Config) -> str:
     return f"{row.holder} {since}{until} (token {row.token} of {config.qualified(LEASE_TABLE)})"
 
 
+# What Delta raises when another commit won: importing delta.exceptions has PySpark convert the
+# JVM's exceptions into these (without it they would reach Python as Py4J errors).
+_DELTA_CONFLICTS = (
+    delta_errors.ConcurrentAppendException,
+    delta_errors.ConcurrentDeleteDeleteException,
+    delta_errors.ConcurrentDeleteReadException,
+    delta_errors.ConcurrentTransactionException,
+    delta_errors.ConcurrentWriteException,
+    delta_errors.DeltaConcurrentModificationException,
+    delta_errors.MetadataChangedException,
+    delta_errors.ProtocolChangedException,
+)
+
+
 def _update(spark: SparkSession, config: Config, seen_token: int, **values: Any) -> bool:
     """Set the lease to ``values`` if its token is still ``seen_token``; whether it was set (a
     concurrent update that Delta committed first makes this one fail, or find another token)."""
@@ -153,10 +168,8 @@ def _conflict_tolerated(statement: Callable[[], T]) -> T | None:
     """``statement()``'s result, or ``None`` where Delta failed it for a concurrent commit."""
     try:
         return statement()
-    except Exception as error:  # Delta's conflict exceptions reach Python as Py4J errors
-        if "io.delta.exceptions.Concurrent" in str(error):
-            return None
-        raise
+    except _DELTA_CONFLICTS:
+        return None
 
 
 def _claim_once(
