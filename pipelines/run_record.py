@@ -163,8 +163,6 @@ def nothing_to_run(
 def _stream_has_read_all(config: Config) -> bool:
     """Whether the stream's last committed offset of ``ack_events`` lies past the table's
     newest commit, with no batch started after it."""
-    if not config.warehouse_is_local:
-        return False
     checkpoint = config.checkpoint_path
     try:
         offsets = [int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit()]
