@@ -315,8 +315,9 @@ def _log_heads(config: Config) -> dict[str, str]:
     }
 
 
-# Rounds of two writers started together, each a pair of new processes of about a minute.
-CONTEST_ROUNDS = 3
+# Rounds of two writers started together, each a pair of new processes of about a minute (the
+# suite's time holds two; issue 43 asks for 20, a cheaper round is the way there).
+CONTEST_ROUNDS = 2
 
 
 @pytest.mark.parametrize("contest", range(CONTEST_ROUNDS))
