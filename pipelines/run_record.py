@@ -126,9 +126,9 @@ def take_recorded_position(config: Config) -> Position | None:
     were committed since; the
     record is removed as it is taken (holding the writer lock), so a run or tick that stops
     half-way, whose tables may hold rows it did not commit, leaves none."""
-    record = _current_record(config)
     if not config.warehouse_is_local:
         return None
+    record = _current_record(config)
     with contextlib.suppress(OSError):
         run_record_path(config).unlink(missing_ok=True)
     if record is None:

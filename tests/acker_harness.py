@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Iterable, Sequence
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -69,6 +72,29 @@ def write_conf(config: Config, path: Path) -> Path:
     lines += [f'"{k}" = "{v}"' for k, v in config.spark.conf.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def free_port() -> int:
+    """A TCP port of this machine that no one listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run_cli(
+    conf: Path, *argv: str, env: Mapping[str, str] | None = None, timeout: float = 900
+) -> str:
+    """Run one acker verb as its own process, as the console script would; assert it succeeded
+    and return its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *argv, "--conf", str(conf)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def copy_warehouse(source: Config, destination: Config) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from tests.acker_harness import (
     append_micro_batch,
     assert_resolved_once,
     assert_same_tables,
+    free_port,
+    run_cli,
     write_conf,
 )
 from tests.conftest import TEST_SPARK_CONF, make_config
@@ -39,12 +40,6 @@ MASTER_URL = "spark://127.0.0.1:7077"
 # Epochs of 2 s over the events' 20 s: the run ticks, and trees that lost an ack expire.
 SEMANTICS = {"clock": "event_time", "tick_interval_s": 2.0}
 CLUSTER_SPARK_CONF = {k: v for k, v in TEST_SPARK_CONF.items() if k != "spark.driver.memory"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _spark_class(main: str, *argv: str, log: Path) -> subprocess.Popen[bytes]:
@@ -73,7 +68,7 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
     """A master on 127.0.0.1:7077 and ``workers`` workers of one core each; yield its URL."""
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        ui_port = _free_port()
+        ui_port = free_port()
         master = _spark_class(
             "org.apache.spark.deploy.master.Master",
             *("--host", "127.0.0.1", "--port", "7077", "--webui-port", str(ui_port)),
@@ -84,7 +79,7 @@ def standalone_cluster(folder: Path, workers: int = 2) -> Iterator[str]:
             worker = _spark_class(
                 "org.apache.spark.deploy.worker.Worker",
                 *("--host", "127.0.0.1", "--cores", "1", "--memory", "1g"),
-                *("--webui-port", str(_free_port()), "--work-dir", str(folder / f"work{number}")),
+                *("--webui-port", str(free_port()), "--work-dir", str(folder / f"work{number}")),
                 MASTER_URL,
                 log=folder / f"worker{number}.log",
             )
@@ -124,14 +119,7 @@ def _cluster_conf(config: Config, master: str, path: Path) -> Path:
 
 def _acker(conf: Path, *argv: str) -> None:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *argv, "--conf", str(conf)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_cli(conf, *argv, env=env, timeout=600)
 
 
 def test_a_standalone_cluster_gives_the_same_tables_as_local(

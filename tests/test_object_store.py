@@ -9,7 +9,6 @@ import csv
 import fcntl
 import io
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pyspark.sql import SparkSession
 from pipelines import jobs
 from pipelines.ingest import ingest
 from pipelines.tables import create_tables
+from tests.acker_harness import free_port, run_cli
 from tests.conftest import make_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,16 +63,10 @@ def _server_python() -> Path:
     return python
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A running S3 server with the warehouse's bucket; its endpoint URL."""
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("s3-server") / "server.log").open("w")
     server = subprocess.Popen(
         [str(_server_python()), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -117,32 +111,20 @@ lock_dir = "{folder / "locks"}"
     return conf
 
 
-def acker(conf: Path, *argv: str) -> str:
-    """Run one verb as the console script would, as its own process; return its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *argv, "--conf", str(conf)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 def test_the_tour_on_an_s3_warehouse_leaves_what_a_local_one_does(
     s3_endpoint: str, spark: SparkSession, tmp_path: Path
 ) -> None:
     conf = s3_conf(s3_endpoint, tmp_path)
     warehouse = f"s3a://{BUCKET}/warehouse"
-    assert acker(conf, "init").startswith(f"created 10 tables in acker at {warehouse}")
+    assert run_cli(conf, "init").startswith(f"created 10 tables in acker at {warehouse}")
     # ingest and run in one process, as the Airflow DAG runs them with a landing folder
-    ran = acker(conf, "run", "--ingest", str(TOUR_EVENTS))
+    ran = run_cli(conf, "run", "--ingest", str(TOUR_EVENTS))
     assert "1437 events into acker.ack_events" in ran
     assert "processed 1 micro-batches, 1437 events" in ran
-    assert acker(conf, "tick", "3").startswith("epoch 3:")
-    status = acker(conf, "status")
+    assert run_cli(conf, "tick", "3").startswith("epoch 3:")
+    status = run_cli(conf, "status")
     assert status.startswith("epoch 3, last batch 0") and f"in {warehouse}" in status
-    on_s3 = list(csv.reader(io.StringIO(acker(conf, "sql", "--format", "csv", OUTCOMES))))
+    on_s3 = list(csv.reader(io.StringIO(run_cli(conf, "sql", "--format", "csv", OUTCOMES))))
 
     # the same work on a local warehouse, in this process
     local = make_config(tmp_path / "local")
