@@ -258,6 +258,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines.ingest import IngestReport
     from pipelines.run_record import file_keys, nothing_to_run
     from pipelines.session import build_session, finish_shared_classes
+    from pipelines.status_record import note_status_asked
 
     say = None if args.quiet else _StatusLine()
     progress = (
@@ -266,6 +267,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     if args.verb == "status":
         recorded = jobs.recorded_status(config)
         if recorded is not None:
+            note_status_asked(config)
             print(_summary(config, recorded))
             return
     landed = file_keys(args.ingest) if args.verb == "run" and args.ingest else []

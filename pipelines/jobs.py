@@ -53,9 +53,12 @@ from pipelines.run_record import FileKey, save_run_record, take_recorded_positio
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sql_figures
 from pipelines.status_record import (
+    REFRESH_WINDOW_S,
     current_heads,
     load_status_figures,
+    note_status_asked,
     save_status_figures,
+    status_asked_within,
     status_record_path,
 )
 from pipelines.tables import (
@@ -478,7 +481,12 @@ def tick(spark: SparkSession, config: Config, count: int = 1) -> list[TickResult
 
 
 def status(spark: SparkSession, config: Config) -> Status:
-    """Headline numbers: epoch, last committed batch, pending and outcome counts."""
+    """Headline numbers: epoch, last committed batch, pending and outcome counts. A local
+    warehouse records them (:mod:`pipelines.status_record`), and notes that they were asked."""
+    return _status(spark, config, asked=True)
+
+
+def _status(spark: SparkSession, config: Config, asked: bool) -> Status:
     # Taken before the tables are read: a commit during the read outdates the record at once.
     heads = current_heads(config)
     open_tables(spark, config, views=relations_read_by("summarize_status") & VIEWS.keys())
@@ -491,6 +499,8 @@ def status(spark: SparkSession, config: Config) -> Status:
     found = Status(**asdict(position), **figures)
     if heads is not None:
         save_status_figures(config, heads, asdict(found))
+        if asked:
+            note_status_asked(config)
     return found
 
 
@@ -498,18 +508,21 @@ def refresh_status_record(
     spark: SparkSession, config: Config, say: Callable[[str], None] | None = None
 ) -> bool:
     """Bring the status record up to the tables after a write, if :func:`status` has recorded
-    one for this warehouse and the write outdated it: a warehouse whose status is read keeps
-    answering it without Spark, at the cost of a warm status per write (seconds); one whose
-    status nobody asks for pays nothing. Returns whether it refreshed; ``say`` hears that it
-    does."""
+    one for this warehouse, a status was asked within the refresh window
+    (:data:`~pipelines.status_record.REFRESH_WINDOW_S`), and the write outdated the record: a
+    warehouse whose status is being read keeps answering it without Spark, at the cost of a
+    status per write; one whose status nobody asked lately pays nothing, and its next status
+    reads the tables. Returns whether it refreshed; ``say`` hears that it does."""
     heads = current_heads(config)
     if heads is None or not status_record_path(config).exists():
+        return False
+    if not status_asked_within(config, REFRESH_WINDOW_S):
         return False
     if load_status_figures(config, heads) is not None:  # still current (`tick 0` ends with one)
         return False
     if say is not None:
         say("refreshing the status record, which `acker status` reads without Spark")
-    status(spark, config)
+    _status(spark, config, asked=False)
     return True
 
 

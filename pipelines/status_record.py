@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,21 @@ from pipelines.sql import TABLES, VIEWS, load_sql
 from pipelines.tables import LogHeads, log_heads, table_location
 
 __all__ = [
+    "REFRESH_WINDOW_S",
     "current_heads",
     "load_status_figures",
+    "note_status_asked",
     "replace_record",
     "save_status_figures",
+    "status_asked_within",
     "status_record_path",
 ]
+
+# How long after a status was asked the writers keep refreshing the record: a refresh is a
+# status in the writer's session (about 20 s of a 50 s `acker tick` in a new process, 28 Nov),
+# worth paying while someone reads the answers, not on every scheduled run of a warehouse
+# nobody watches.
+REFRESH_WINDOW_S = 3600.0
 
 # Tables that `acker ingest` appends to, each with the status figure that counts its rows and
 # nothing else in status reads.
@@ -42,6 +52,29 @@ _APPEND_BOOKKEEPING = {"commitInfo", "txn"}
 def status_record_path(config: Config) -> Path:
     """Where the status record of ``config``'s schema lives: beside its stream checkpoints."""
     return config.warehouse_path / "_status" / f"{config.warehouse.schema}.json"
+
+
+def _asked_marker(config: Config) -> Path:
+    return status_record_path(config).with_suffix(".asked")
+
+
+def note_status_asked(config: Config) -> None:
+    """Note that ``config``'s status was asked now (of a local warehouse, which keeps a record):
+    the writers refresh the record for :data:`REFRESH_WINDOW_S` after. Where the folder cannot
+    be written, nothing is noted."""
+    marker = _asked_marker(config)
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+
+def status_asked_within(config: Config, seconds: float) -> bool:
+    """Whether ``config``'s status was asked in the last ``seconds``."""
+    try:
+        asked = _asked_marker(config).stat().st_mtime
+    except OSError:
+        return False
+    return time.time() - asked <= seconds
 
 
 @cache

@@ -28,7 +28,7 @@ from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.run_record import nothing_to_run
 from pipelines.sql import TABLES, VIEWS
-from pipelines.status_record import status_record_path
+from pipelines.status_record import REFRESH_WINDOW_S, status_record_path
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
@@ -299,8 +299,21 @@ def test_status_record_follows_ingests_and_runs_and_yields_to_other_commits(
     assert (after_run.completed, after_run.pending, after_run.late_events) == (2, 0, 2)
     assert after_run == jobs.status(spark, config)
 
-    # A warehouse where the record cannot be written still answers, from the tables.
+    # Nobody asked within the refresh window: a tick leaves the record behind, and the next
+    # status reads the tables and opens the window again, so the next tick refreshes it.
     record = status_record_path(config)
+    asked_long_ago = time.time() - REFRESH_WINDOW_S - 1
+    os.utime(record.with_suffix(".asked"), (asked_long_ago, asked_long_ago))
+    assert main(["tick", "--conf", conf]) == 0
+    assert "refreshing" not in capsys.readouterr().err
+    assert jobs.recorded_status(config) is None
+    assert f"epoch {after_run.epoch + 1}," in acker(capsys, "status", "--conf", conf)
+    assert main(["tick", "--conf", conf]) == 0
+    assert "refreshing the status record" in capsys.readouterr().err
+    after_tick = jobs.recorded_status(config)
+    assert after_tick == replace(after_run, epoch=after_run.epoch + 2)
+
+    # A warehouse where the record cannot be written still answers, from the tables.
     shutil.rmtree(record.parent)
     record.parent.write_text("not a folder")
     assert "late               2" in acker(capsys, "status", "--conf", conf)
