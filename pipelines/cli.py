@@ -66,7 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     verbs.add_parser("init", parents=[common], help="create the schema, tables and views")
     ingest = verbs.add_parser("ingest", parents=[common], help="append event files to ack_events")
     ingest.add_argument(
-        "paths", nargs="+", metavar="PATH", help=".jsonl, .csv or .parquet files or folders"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help=".jsonl, .csv or .parquet files or folders, local or s3a://",
     )
     ingest.add_argument(
         "--format",

@@ -17,14 +17,16 @@ import csv
 import hashlib
 import json
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -33,6 +35,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipelines.config import Config
 from pipelines.engine import append_idempotent, classify_events
 from pipelines.errors import UnreadableInput
+from pipelines.object_store import fetch, is_object_store_path, list_files, s3_filesystem
 from pipelines.session import is_connect
 from pipelines.sql import quoted_table, run_sql, run_sql_row
 from pipelines.tables import log_heads
@@ -41,6 +44,7 @@ __all__ = [
     "ACK_EVENTS_SCHEMA",
     "FORMATS",
     "IngestReport",
+    "InputFile",
     "SourceRow",
     "ingest",
     "input_files",
@@ -272,26 +276,52 @@ def _table_version(spark: SparkSession, config: Config, table: str) -> object:
     return -1 if row is None else int(row["version"])
 
 
-def input_files(paths: Sequence[str | Path], fmt: str | None = None) -> list[Path]:
+@dataclass(frozen=True)
+class InputFile:
+    """A file ingest reads: ``name`` is its path or ``s3a://`` URI, as progress and the
+    quarantine's ``source`` give it; ``local`` is the file itself, or ``None`` for an object
+    store's file, which is read from a copy (:func:`pipelines.object_store.fetch`)."""
+
+    name: str
+    local: Path | None
+
+
+def input_files(
+    paths: Sequence[str | Path], fmt: str | None = None, store: pafs.FileSystem | None = None
+) -> list[InputFile]:
     """The files ingest reads at ``paths`` (files, or folders searched for event files, hidden
-    ones and those starting with ``_`` left out), in order."""
-    files: list[Path] = []
+    ones and those starting with ``_`` left out), in order; an ``s3a://`` path is listed on
+    ``store``."""
+    files: list[InputFile] = []
     for raw in paths:
+        if is_object_store_path(raw):
+            if store is None:
+                raise UnreadableInput(f"{raw}: no object store client to list it")
+            uris, is_folder = list_files(store, str(raw))
+            if is_folder:
+                uris = [uri for uri in uris if _is_event_file(PurePosixPath(uri).name, fmt)]
+            else:
+                file_format(Path(PurePosixPath(raw).name), fmt)
+            files.extend(InputFile(uri, None) for uri in uris)
+            continue
         path = Path(raw)
         if path.is_dir():
             found = (p for p in sorted(path.rglob("*")) if p.is_file())
-            files.extend(
-                p
-                for p in found
-                if not p.name.startswith((".", "_"))
-                and (fmt is not None or p.suffix.lower() in _EXTENSIONS)
-            )
+            files.extend(InputFile(str(p), p) for p in found if _is_event_file(p.name, fmt))
         elif path.is_file():
             file_format(path, fmt)
-            files.append(path)
+            files.append(InputFile(str(path), path))
         else:
             raise UnreadableInput(f"{path}: no such file or folder")
     return files
+
+
+def _is_event_file(name: str, fmt: str | None) -> bool:
+    """Whether a folder's file ``name`` is one ingest reads: not hidden, not starting with
+    ``_``, and of a known type unless the format is given."""
+    return not name.startswith((".", "_")) and (
+        fmt is not None or PurePosixPath(name).suffix.lower() in _EXTENSIONS
+    )
 
 
 # Parquet column types that Spark reads into an ack_events column losslessly, per column: a
@@ -378,7 +408,11 @@ def _spread(spark: SparkSession, path: Path, rows: DataFrame) -> DataFrame:
 
 
 def _source_rows(
-    spark: SparkSession, path: Path, fmt: str | None, progress: Callable[[str], None] | None
+    spark: SparkSession,
+    path: Path,
+    name: str,
+    fmt: str | None,
+    progress: Callable[[str], None] | None,
 ) -> DataFrame:
     """The rows :func:`read_rows` reads, as a DataFrame of :data:`_SOURCE_SCHEMA`. They reach
     Spark as an Arrow table, which the JVM reads itself: Python rows would need Python workers
@@ -388,7 +422,7 @@ def _source_rows(
     for row in read_rows(path, fmt):
         rows.append((*(row.values or empty), row.number, row.text, row.problem))
         if progress is not None and len(rows) % _PROGRESS_EVERY == 0:
-            progress(f"    {path}: {len(rows)} rows read")
+            progress(f"    {name}: {len(rows)} rows read")
     schema = to_arrow_schema(_SOURCE_SCHEMA, timezone="UTC")
     columns = zip(*rows, strict=True) if rows else ([] for _ in schema)
     table = pa.Table.from_arrays(
@@ -410,52 +444,70 @@ def ingest(
 
     Example: ``ingest(spark, config, ["events/"], progress=print)``.
     """
-    files = input_files(paths, fmt)
+    store = s3_filesystem(config.spark.conf) if any(map(is_object_store_path, paths)) else None
+    files = input_files(paths, fmt, store)
     accepted = quarantined = skipped = 0
-    for index, file in enumerate(files, start=1):
-        read_by_spark = (
-            _spark_parquet_rows(spark, file) if file_format(file, fmt) == "parquet" else None
-        )
-        source = read_by_spark
-        if source is None:
-            source = _source_rows(spark, file, fmt, progress)
-        classified = classify_events(spark, config, source)
-        bad = classified
-        if read_by_spark is not None:
-            bad = _with_parquet_texts(spark, file, classified)
-        outputs = {
-            "ack_events": run_sql(
-                spark, config, "select_ingested_events", classified_events=classified
-            ),
-            "quarantine": run_sql(
-                spark,
-                config,
-                "select_ingest_quarantine",
-                classified_events=bad,
-                source=str(file),
-            ),
-        }
-        counts = asdict(
-            run_sql_row(
-                spark, config, "count_ingested_rows", IngestedCounts, classified_events=classified
-            )
-        )
-        app = f"ingest/{_file_digest(file)}"
-        written = False
-        for table, df in outputs.items():
-            if counts[table]:
-                before = _table_version(spark, config, table)
-                append_idempotent(df, config, table, app, 0)
-                written |= _table_version(spark, config, table) != before
-        if written or not any(counts.values()):
-            accepted += counts["ack_events"]
-            quarantined += counts["quarantine"]
-            outcome = f"{counts['ack_events']} events, {counts['quarantine']} quarantined"
-        else:
-            skipped += 1
-            outcome = "already ingested, skipped"
-        if progress is not None:
-            progress(f"[{index}/{len(files)}] {file}: {outcome}")
+    with tempfile.TemporaryDirectory(prefix="acker-ingest-") as copies:
+        for index, file in enumerate(files, start=1):
+            path = file.local
+            if path is None:
+                assert store is not None  # input_files listed it there
+                path = fetch(store, file.name, Path(copies))
+            counts, written = _ingest_file(spark, config, file.name, path, fmt, progress)
+            if file.local is None:
+                path.unlink()
+            if written or not any(counts.values()):
+                accepted += counts["ack_events"]
+                quarantined += counts["quarantine"]
+                outcome = f"{counts['ack_events']} events, {counts['quarantine']} quarantined"
+            else:
+                skipped += 1
+                outcome = "already ingested, skipped"
+            if progress is not None:
+                progress(f"[{index}/{len(files)}] {file.name}: {outcome}")
     return IngestReport(
         files=len(files), accepted=accepted, quarantined=quarantined, skipped_files=skipped
     )
+
+
+def _ingest_file(
+    spark: SparkSession,
+    config: Config,
+    name: str,
+    path: Path,
+    fmt: str | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[dict[str, int], bool]:
+    """Append one file's rows (read at ``path``, named ``name``): its rows per table, and
+    whether this call wrote them (``False``: an earlier ingest of the same content had)."""
+    read_by_spark = (
+        _spark_parquet_rows(spark, path) if file_format(path, fmt) == "parquet" else None
+    )
+    source = read_by_spark
+    if source is None:
+        source = _source_rows(spark, path, name, fmt, progress)
+    classified = classify_events(spark, config, source)
+    bad = classified
+    if read_by_spark is not None:
+        bad = _with_parquet_texts(spark, path, classified)
+    outputs = {
+        "ack_events": run_sql(
+            spark, config, "select_ingested_events", classified_events=classified
+        ),
+        "quarantine": run_sql(
+            spark, config, "select_ingest_quarantine", classified_events=bad, source=name
+        ),
+    }
+    counts = asdict(
+        run_sql_row(
+            spark, config, "count_ingested_rows", IngestedCounts, classified_events=classified
+        )
+    )
+    app = f"ingest/{_file_digest(path)}"
+    written = False
+    for table, df in outputs.items():
+        if counts[table]:
+            before = _table_version(spark, config, table)
+            append_idempotent(df, config, table, app, 0)
+            written |= _table_version(spark, config, table) != before
+    return counts, written

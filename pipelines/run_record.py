@@ -33,6 +33,7 @@ from pipelines.config import Config
 from pipelines.engine import EpochScale, Position
 from pipelines.errors import UnreadableInput
 from pipelines.ingest import input_files
+from pipelines.object_store import is_object_store_path
 from pipelines.sql import TABLES
 from pipelines.status_record import replace_record
 from pipelines.tables import log_heads
@@ -52,9 +53,11 @@ FileKey = tuple[str, int, int]
 
 def file_keys(paths: Sequence[str | Path]) -> list[FileKey] | None:
     """The key of every file ingest reads at ``paths``; ``None`` where a path is missing or
-    unreadable (ingest then says why)."""
+    unreadable (ingest then says why), or on an object store (listing it is ingest's work)."""
+    if any(map(is_object_store_path, paths)):
+        return None
     try:
-        found = input_files(paths)
+        found = [file.local for file in input_files(paths) if file.local is not None]
         stats = [(path.resolve(), path.stat()) for path in found]
     except (OSError, UnreadableInput):
         return None

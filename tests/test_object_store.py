@@ -1,7 +1,9 @@
 """A warehouse on S3: the tour's verbs (`acker init`, `run --ingest`, `tick`, `status`, `sql`)
 as real processes against a local S3-compatible server (moto's standalone server, started on a
-free port), with Hadoop's S3A connector that the session resolves for an `s3a://` warehouse.
-Its outcome tables equal those of the same work on a local warehouse."""
+free port), with Hadoop's S3A connector that the session resolves for an `s3a://` warehouse,
+the events ingested from a landing folder on the same server. Its outcome tables equal those
+of the same work on a local warehouse. Also: a landing folder on S3 ingested into a local
+warehouse, with a local folder's rules for hidden files and content already ingested."""
 
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
 from pipelines import jobs
+from pipelines.errors import UnreadableInput
 from pipelines.ingest import ingest
 from pipelines.tables import create_tables
 from tests.acker_harness import free_port, run_cli
@@ -89,6 +94,38 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log.close()
 
 
+def put_object(endpoint: str, key: str, content: bytes) -> None:
+    """Store ``content`` at ``key`` (``bucket/path``) on the S3 server, with a client set up
+    here rather than from the acker's settings."""
+    store = pafs.S3FileSystem(
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+    )
+    with store.open_output_stream(key) as stream:
+        stream.write(content)
+
+
+def land_events(endpoint: str, folder: str) -> None:
+    """The tour's events in a landing folder as a hook's upload leaves it: the file in a
+    subfolder, beside a part still being written (hidden) and a job's ``_SUCCESS`` marker."""
+    events = TOUR_EVENTS.read_bytes()
+    put_object(endpoint, f"{folder}/2026/11/28/events.jsonl", events)
+    put_object(endpoint, f"{folder}/2026/11/28/.events.jsonl.part", events[:100])
+    put_object(endpoint, f"{folder}/_SUCCESS", b"")
+
+
+S3A_SETTINGS = {
+    "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+    "spark.hadoop.fs.s3a.path.style.access": "true",
+    "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+    "spark.hadoop.fs.s3a.access.key": "test",
+    "spark.hadoop.fs.s3a.secret.key": "test",
+}
+
+
 def s3_conf(endpoint: str, folder: Path) -> Path:
     """The conf of an acker whose warehouse is on the S3 server (as conf/s3.example.toml, with
     the server's endpoint and its placeholder credentials)."""
@@ -100,13 +137,9 @@ path = "s3a://{BUCKET}/warehouse"
 lock_dir = "{folder / "locks"}"
 [spark.conf]
 "spark.hadoop.fs.s3a.endpoint" = "{endpoint}"
-"spark.hadoop.fs.s3a.endpoint.region" = "us-east-1"
-"spark.hadoop.fs.s3a.path.style.access" = "true"
-"spark.hadoop.fs.s3a.connection.ssl.enabled" = "false"
-"spark.hadoop.fs.s3a.access.key" = "test"
-"spark.hadoop.fs.s3a.secret.key" = "test"
 "spark.sql.shuffle.partitions" = "2"
 """
+        + "".join(f'"{key}" = "{value}"\n' for key, value in S3A_SETTINGS.items())
     )
     return conf
 
@@ -118,8 +151,9 @@ def test_the_tour_on_an_s3_warehouse_leaves_what_a_local_one_does(
     warehouse = f"s3a://{BUCKET}/warehouse"
     assert run_cli(conf, "init").startswith(f"created 10 tables in acker at {warehouse}")
     # ingest and run in one process, as the Airflow DAG runs them with a landing folder
-    ran = run_cli(conf, "run", "--ingest", str(TOUR_EVENTS))
-    assert "1437 events into acker.ack_events" in ran
+    land_events(s3_endpoint, f"{BUCKET}/landing")
+    ran = run_cli(conf, "run", "--ingest", f"s3a://{BUCKET}/landing/")
+    assert "ingested 1 files: 1437 events into acker.ack_events" in ran
     assert "processed 1 micro-batches, 1437 events" in ran
     assert run_cli(conf, "tick", "3").startswith("epoch 3:")
     status = run_cli(conf, "status")
@@ -149,3 +183,29 @@ def test_the_tour_on_an_s3_warehouse_leaves_what_a_local_one_does(
         "epoch",
     ]
     assert on_s3[1:] == expected and len(expected) == 100
+
+
+def test_a_landing_folder_on_s3_is_ingested_as_a_local_one(
+    s3_endpoint: str, spark: SparkSession, tmp_path: Path
+) -> None:
+    land_events(s3_endpoint, f"{BUCKET}/hook")
+    bad_rows = b'{"anchor_id": "x", "event_type": "ack"}\n{"anchor_id": 7, "event_type": "nope"}\n'
+    put_object(s3_endpoint, f"{BUCKET}/hook/2026/11/29/bad.jsonl", bad_rows)
+    settings = {"spark.hadoop.fs.s3a.endpoint": s3_endpoint, **S3A_SETTINGS}
+    local = make_config(tmp_path / "warehouse")
+    config = replace(local, spark=replace(local.spark, conf={**local.spark.conf, **settings}))
+    create_tables(spark, config)
+    first = ingest(spark, config, [f"s3a://{BUCKET}/hook/"])
+    assert (first.files, first.accepted, first.quarantined, first.skipped_files) == (2, 1437, 2, 0)
+    # the same content again, under another name too: skipped, as a local file's would be
+    put_object(s3_endpoint, f"{BUCKET}/again/events.jsonl", TOUR_EVENTS.read_bytes())
+    again = ingest(spark, config, [f"s3a://{BUCKET}/hook/", f"s3a://{BUCKET}/again/events.jsonl"])
+    assert (again.files, again.accepted, again.skipped_files) == (3, 0, 3)
+    quarantined = spark.table(config.qualified("quarantine")).select("source", "source_row")
+    assert sorted(quarantined.collect()) == [
+        (f"s3a://{BUCKET}/hook/2026/11/29/bad.jsonl", 1),
+        (f"s3a://{BUCKET}/hook/2026/11/29/bad.jsonl", 2),
+    ]
+    assert spark.table(config.qualified("ack_events")).count() == 1437
+    with pytest.raises(UnreadableInput, match=f"s3a://{BUCKET}/missing/: no such file or folder"):
+        ingest(spark, config, [f"s3a://{BUCKET}/missing/"])
