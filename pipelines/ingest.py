@@ -220,16 +220,17 @@ _READERS: dict[str, Callable[[Path], Iterator[SourceRow]]] = {
 }
 
 
-def file_format(path: Path, forced: str | None = None) -> str:
-    """The format of ``path``: ``forced`` if given, else by extension."""
+def file_format(path: str | Path, forced: str | None = None) -> str:
+    """The format of ``path`` (a file's path or URI): ``forced`` if given, else by extension."""
     if forced is not None:
         if forced not in FORMATS:
             raise UnreadableInput(f"--format {forced!r}: use one of {', '.join(FORMATS)}")
         return forced
-    fmt = _EXTENSIONS.get(path.suffix.lower())
+    suffix = PurePosixPath(path).suffix
+    fmt = _EXTENSIONS.get(suffix.lower())
     if fmt is None:
         raise UnreadableInput(
-            f"{path}: unknown file type {path.suffix!r} "
+            f"{path}: unknown file type {suffix!r} "
             "(use .jsonl, .json, .ndjson, .csv or .parquet, or --format)"
         )
     return fmt
@@ -301,7 +302,7 @@ def input_files(
             if is_folder:
                 uris = [uri for uri in uris if _is_event_file(PurePosixPath(uri).name, fmt)]
             else:
-                file_format(Path(PurePosixPath(raw).name), fmt)
+                file_format(raw, fmt)
             files.extend(InputFile(uri, None) for uri in uris)
             continue
         path = Path(raw)

@@ -238,3 +238,5 @@ def test_a_landing_folder_on_s3_is_ingested_as_a_local_one(
     assert spark.table(config.qualified("ack_events")).count() == 1437
     with pytest.raises(UnreadableInput, match=f"s3a://{BUCKET}/missing/: no such file or folder"):
         ingest(spark, config, [f"s3a://{BUCKET}/missing/"])
+    with pytest.raises(UnreadableInput, match=f"s3a://{BUCKET}/hook/_SUCCESS: unknown file type"):
+        ingest(spark, config, [f"s3a://{BUCKET}/hook/_SUCCESS"])
