@@ -8,6 +8,10 @@
 -- Invariants: anchor_id unique; a tree counts as pending only while `outcome` is null. A tree
 --             resolved by a batch keeps its row (with `outcome` set) until the next batch or
 --             tick, so that batch can still be replayed; then the row is removed.
+--             No row is an entry opened for an anchor that already has an outcome, which an
+--             older acker (forgetting outcomes after a window of epochs) could open: the
+--             property batchacker.reborn_entries = 'none' says so, and a table without it is
+--             an older acker's, whose ticks look for them (reborn_entries.sql).
 create table if not exists identifier(:table) (
     anchor_id        bigint        comment 'the tuple tree''s root id (unique)',
     checksum         bigint        comment 'XOR of every applied init/ack/anchor value; 0 with has_init means complete',
@@ -32,3 +36,4 @@ create table if not exists identifier(:table) (
 )
 using delta
 comment 'batch acker live state: pending tuple trees (opaque transactional)'
+tblproperties ('batchacker.reborn_entries' = 'none')

@@ -86,9 +86,17 @@ def acker_command() -> list[str]:
     return [str(Path(sys.executable).with_name("acker"))]
 
 
-def traffic(spark: SparkSession, folder: Path, hours: float, trees_per_s: float, seed: int) -> int:
+def traffic(
+    spark: SparkSession,
+    folder: Path,
+    hours: float,
+    trees_per_s: float,
+    seed: int,
+    one_file: bool = False,
+) -> int:
     """Write ``hours`` of realistic traffic at ``trees_per_s`` as Parquet files in ``folder``,
-    one per :data:`CYCLE_S` of event time (by the tree's start); return the event count."""
+    one per :data:`CYCLE_S` of event time (by the tree's start), or all of it as one file
+    (``one_file``); return the event count."""
     trees = max(1, round(hours * 3600 * trees_per_s))
     copies = max(1, -(-trees // TEMPLATE_TREES))
     spec = WorkloadSpec.realistic(trees // copies, trees_per_s / copies, seed=seed)
@@ -103,6 +111,9 @@ def traffic(spark: SparkSession, folder: Path, hours: float, trees_per_s: float,
     events = spark.read.parquet(str(template_path))
     if copies > 1:  # copy c of each tree starts c trees' intervals after it
         events = copied(events, copies, seed, F.col("copy") / F.lit(trees_per_s))
+    if one_file:
+        events.coalesce(1).write.mode("overwrite").parquet(str(folder))
+        return spark.read.parquet(str(folder)).count()
     start = spec.start
     cycle = F.floor(
         (F.unix_micros("event_time") - F.lit(int(start.timestamp() * 1e6))) / (CYCLE_S * 1e6)
@@ -163,7 +174,9 @@ def measure_command_line(
     figures: dict[str, Any] = {"backfills": [], "cycles": {}, "idle": {}, "jvm_warnings": []}
     for number, backfill in enumerate(sizes.backfills):
         folder = root / f"traffic-{number}"
-        events = traffic(spark, folder, backfill.hours, backfill.trees_per_s, seed=number)
+        events = traffic(
+            spark, folder, backfill.hours, backfill.trees_per_s, seed=number, one_file=True
+        )
         warehouse = root / f"cli-warehouse-{number}"
         conf = write_conf(root / f"cli-{number}.toml", warehouse, backfill.max_pending)
         init_s, _, init_err = timed(["init"], conf)

@@ -33,7 +33,13 @@ from pipelines.faults import crash_point
 from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
 from pipelines.sql import row_as, run_sql, run_sql_row
-from pipelines.tables import LogHeads, log_heads, schema_uri
+from pipelines.tables import (
+    REBORN_ENTRIES_PROPERTY,
+    LogHeads,
+    log_heads,
+    schema_uri,
+    table_property,
+)
 
 __all__ = [
     "BROADCAST_MERGE_ROWS",
@@ -1033,12 +1039,14 @@ def _tick_to(
         spark, config, "select_expired", last_batch_id=position.last_batch_id, **run
     ).localCheckpoint()
     # An entry without init whose anchor already has an outcome gets no second one: its events
-    # are late. Only an acker that opened entries after a tombstone window left such entries
-    # (a micro-batch now finds every earlier outcome); finding them looks at every outcome
-    # (kept in memory from a process's second micro-batch on), so only where the run expires
-    # an entry without init.
+    # are late. Only an older acker, which forgot outcomes after a tombstone window, left such
+    # entries (a micro-batch now finds every earlier outcome); finding them looks at every
+    # outcome, so only where the run expires an entry without init from a table of that acker.
     reborn = None
-    if not expired.where(F.col("reason") == "no_init").isEmpty():
+    if (
+        not expired.where(F.col("reason") == "no_init").isEmpty()
+        and table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none"
+    ):
         outcomes = _outcome_anchors(spark, config, for_batch=False)
         reborn = run_sql(
             spark, config, "reborn_entries", outcome_anchors=outcomes, **run

@@ -27,6 +27,7 @@ __all__ = [
     "IDEMPOTENCY_WINDOW",
     "IDEMPOTENCY_WINDOW_PROPERTY",
     "INGESTED_TABLES",
+    "REBORN_ENTRIES_PROPERTY",
     "attach_tables",
     "create_tables",
     "ensure_table",
@@ -181,6 +182,9 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
 
 
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
+# Set on `pending` by the acker that creates it (create_pending.sql): none of its entries was
+# opened for an anchor with an outcome, so ticks need not look for such entries.
+REBORN_ENTRIES_PROPERTY = "batchacker.reborn_entries"
 
 # Columns newer than some warehouses: held_events' for the event_time stager's quarantine
 # reason and the processing_time arrival, the batch log's for a pass over several epochs, and

@@ -13,6 +13,7 @@ from pipelines import jobs
 from pipelines.engine import BatchResult, TickResult, process_batch
 from pipelines.errors import CheckpointMismatch
 from pipelines.jobs import ACK_EVENTS_SCHEMA
+from pipelines.tables import REBORN_ENTRIES_PROPERTY
 from tests.acker_harness import Harness, ack, anchor, fail, init, outcome, reset
 
 A, B, C, D = 101, 202, 303, 404
@@ -312,11 +313,12 @@ def test_an_entry_an_older_acker_opened_after_an_outcome_expires_as_late_events(
     acker_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     acker: Harness = acker_factory(buckets=2)
-    acker.batch(init(B, E1, 0), ack(B, E1, 5), ack(A, E2, 10))  # B completes; A's ack, no init
-    # As an older acker, which forgot outcomes after a window, left it: A had completed before
-    # the batch that opened its entry without init.
-    earlier = acker.table("completed").where(f"anchor_id = {B}").withColumn("anchor_id", F.lit(A))
-    earlier.write.format("delta").mode("append").saveAsTable(acker.config.qualified("completed"))
+    # pending as an older acker created it, without the property saying it holds no such entry
+    acker.spark.sql(
+        f"alter table {acker.config.qualified('pending')} "
+        f"unset tblproperties ('{REBORN_ENTRIES_PROPERTY}')"
+    )
+    _plant_entry_opened_after_an_outcome(acker)
     acker.tick(2)  # the tick that would expire A's entry no_init
 
     assert acker.pending_ids() == set()
@@ -328,6 +330,30 @@ def test_an_entry_an_older_acker_opened_after_an_outcome_expires_as_late_events(
     assert_df_equality(late, expected, ignore_nullable=True, ignore_metadata=True)
     ticks = acker.table("ticks").select("epoch", "expired_no_init", "late_no_init")
     assert [tuple(r) for r in ticks.orderBy("epoch").collect()] == [(1, 0, 0), (2, 0, 1)]
+
+
+def _plant_entry_opened_after_an_outcome(acker: Harness) -> None:
+    """A's entry without init, opened although A had completed before the batch that opened
+    it: what an older acker, which forgot outcomes after a window, could leave."""
+    acker.batch(init(B, E1, 0), ack(B, E1, 5), ack(A, E2, 10))  # B completes; A's ack, no init
+    earlier = acker.table("completed").where(f"anchor_id = {B}").withColumn("anchor_id", F.lit(A))
+    earlier.write.format("delta").mode("append").saveAsTable(acker.config.qualified("completed"))
+
+
+def test_ticks_on_tables_this_acker_created_do_not_look_for_entries_opened_after_an_outcome(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    # This acker never opens such an entry, so its ticks skip reading every outcome to find
+    # them: planted all the same, the entry expires as any entry without init does.
+    acker: Harness = acker_factory(buckets=2)
+    _plant_entry_opened_after_an_outcome(acker)
+    acker.tick(2)
+
+    expired = acker.table("expired").select("anchor_id", "reason", "epoch")
+    assert [tuple(row) for row in expired.collect()] == [(A, "no_init", 2)]
+    assert acker.table("late_events").count() == 0
+    ticks = acker.table("ticks").select("epoch", "expired_no_init", "late_no_init")
+    assert [tuple(r) for r in ticks.orderBy("epoch").collect()] == [(1, 0, 0), (2, 1, 0)]
 
 
 def test_fsshelter_protocol_track_anchor_ok_fail(acker: Harness) -> None:
