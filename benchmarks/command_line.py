@@ -113,14 +113,12 @@ def traffic(
         events = copied(events, copies, seed, F.col("copy") / F.lit(trees_per_s))
     if one_file:
         events.coalesce(1).write.mode("overwrite").parquet(str(folder))
-        return spark.read.parquet(str(folder)).count()
-    start = spec.start
-    cycle = F.floor(
-        (F.unix_micros("event_time") - F.lit(int(start.timestamp() * 1e6))) / (CYCLE_S * 1e6)
-    )
-    events.withColumn("cycle", cycle).repartition("cycle").write.mode("overwrite").partitionBy(
-        "cycle"
-    ).parquet(str(folder))
+    else:
+        start_us = int(spec.start.timestamp() * 1e6)
+        cycle = F.floor((F.unix_micros("event_time") - F.lit(start_us)) / (CYCLE_S * 1e6))
+        events.withColumn("cycle", cycle).repartition("cycle").write.mode("overwrite").partitionBy(
+            "cycle"
+        ).parquet(str(folder))
     return spark.read.parquet(str(folder)).count()
 
 
