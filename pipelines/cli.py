@@ -260,7 +260,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs, lease
     from pipelines.ingest import IngestReport
     from pipelines.run_record import file_keys, nothing_to_run
-    from pipelines.session import build_session, finish_shared_classes
+    from pipelines.session import LEAN_JVM_EVENTS_AT_MOST, build_session, finish_shared_classes
     from pipelines.status_record import note_status_asked
 
     say = None if args.quiet else _StatusLine()
@@ -288,9 +288,12 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         return
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
-    # A verb that ends when its work does starts a lean JVM; a continuous run, which lives for
-    # hours, keeps the optimising compiler.
-    lean_jvm = not getattr(args, "continuous", False)
+    # A verb that ends when its work does starts a lean JVM, unless that work is large enough
+    # for the optimising compiler to pay; a continuous run, which lives for hours, keeps it.
+    lean_jvm = (
+        not getattr(args, "continuous", False)
+        and _events_to_apply(args, config) <= LEAN_JVM_EVENTS_AT_MOST
+    )
     spark = build_session(
         config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True, lean_jvm=lean_jvm
     )
@@ -301,6 +304,19 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         plain_say = None if getattr(args, "log_json", False) else say
         jobs.refresh_status_record(spark, config, plain_say)
     finish_shared_classes(spark, config, say)
+
+
+def _events_to_apply(args: argparse.Namespace, config: Config) -> int:
+    """About how many events the verb reads or applies, known before Spark starts: the files
+    it ingests and, for a run, what ``ack_events`` holds that the stream has not read."""
+    from pipelines.ingest import estimated_events
+    from pipelines.run_record import unread_events
+
+    if args.verb == "ingest":
+        return estimated_events(args.paths, args.format)
+    if args.verb == "run":
+        return estimated_events(args.ingest or []) + unread_events(config)
+    return 0
 
 
 def _run_verb(

@@ -46,6 +46,7 @@ __all__ = [
     "IngestReport",
     "InputFile",
     "SourceRow",
+    "estimated_events",
     "ingest",
     "input_files",
     "read_rows",
@@ -84,6 +85,8 @@ _EXTENSIONS = {
 _PROGRESS_EVERY = 100_000
 # Fewer rows than this per task cost more to spread over the cores than they save.
 _ROWS_PER_TASK_AT_LEAST = 50_000
+# A JSON Lines or CSV event is 100-250 bytes; the estimate errs toward more events.
+_TEXT_BYTES_PER_EVENT = 100
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
@@ -317,6 +320,25 @@ def input_files(
     return files
 
 
+def estimated_events(paths: Sequence[str | Path], fmt: str | None = None) -> int:
+    """About how many events the local files at ``paths`` hold, without reading them: a
+    Parquet file's footer says, a text file is taken at :data:`_TEXT_BYTES_PER_EVENT` bytes a
+    row; 0 for what cannot be listed here (an object store's files, a missing path: ingest
+    says why)."""
+    if any(map(is_object_store_path, paths)):
+        return 0
+    try:
+        files = [file.local for file in input_files(paths, fmt) if file.local is not None]
+        return sum(
+            pq.ParquetFile(path).metadata.num_rows
+            if file_format(path, fmt) == "parquet"
+            else path.stat().st_size // _TEXT_BYTES_PER_EVENT
+            for path in files
+        )
+    except (OSError, UnreadableInput, pa.ArrowException):
+        return 0
+
+
 def _is_event_file(name: str, fmt: str | None) -> bool:
     """Whether a folder's file ``name`` is one ingest reads: not hidden, not starting with
     ``_``, and of a known type unless the format is given."""
@@ -400,12 +422,14 @@ def _spread(spark: SparkSession, path: Path, rows: DataFrame) -> DataFrame:
     """``rows``, read from the Parquet file ``path``, over the session's cores where the file
     is large and has fewer row groups than cores: Spark reads a row group in one task, and a
     file of one group would otherwise be checked and written by one core (and staged and
-    applied by one, as ack_events then holds it in one file)."""
+    applied by one, as ack_events then holds it in one file). Spread by anchor: a round-robin
+    spread sorts every row first, to deal the same rows to each task on a retry (5.1 million
+    events: 19.9 s against 13.5 s to read, check and keep them)."""
     if is_connect(spark):
         return rows
     metadata = pq.ParquetFile(path).metadata
     parts = min(spark.sparkContext.defaultParallelism, metadata.num_rows // _ROWS_PER_TASK_AT_LEAST)
-    return rows.repartition(parts) if parts > metadata.num_row_groups else rows
+    return rows.repartition(parts, "anchor_id") if parts > metadata.num_row_groups else rows
 
 
 def _source_rows(

@@ -36,7 +36,7 @@ from pipelines.ingest import input_files
 from pipelines.object_store import is_object_store_path
 from pipelines.sql import TABLES
 from pipelines.status_record import replace_record
-from pipelines.tables import log_heads
+from pipelines.tables import COMMIT_FILE, log_heads, table_location
 
 __all__ = [
     "FileKey",
@@ -45,6 +45,7 @@ __all__ = [
     "run_record_path",
     "save_run_record",
     "take_recorded_position",
+    "unread_events",
 ]
 
 FileKey = tuple[str, int, int]
@@ -174,15 +175,57 @@ def _stream_has_read_all(config: Config) -> bool:
         return False
     if not offsets or max(offsets) != max(commits, default=None):
         return False
-    lines = (checkpoint / "offsets" / str(max(offsets))).read_text().splitlines()
-    try:
-        offset = json.loads(lines[2])
-    except (IndexError, ValueError):
-        return False
+    offset = _last_offset(checkpoint, max(offsets))
     heads = log_heads(config, _INGESTED)
     return (
         heads is not None
+        and offset is not None
         and offset.get("index") == -1
         and isinstance(offset.get("reservoirVersion"), int)
         and int(heads[0][0][:20]) < offset["reservoirVersion"]
     )
+
+
+def _last_offset(checkpoint: Path, batch: int) -> dict[str, Any] | None:
+    """The stream's offset of ``ack_events`` for micro-batch ``batch`` (its checkpoint file's
+    third line), or ``None`` if the file is not one."""
+    lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
+    try:
+        offset = json.loads(lines[2])
+    except (IndexError, ValueError):
+        return None
+    return offset if isinstance(offset, dict) else None
+
+
+def unread_events(config: Config) -> int:
+    """About how many events of ``ack_events`` the stream has not read: the rows its Delta log
+    records as added by the commits from the stream's last offset on (all of them before its
+    first run), from the files' statistics; 0 where the log is not a local folder, or does not
+    say (a commit without statistics counts nothing)."""
+    if log_heads(config, _INGESTED) is None:
+        return 0
+    checkpoint = config.checkpoint_path
+    first_unread = 0
+    with contextlib.suppress(FileNotFoundError):
+        started = [int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit()]
+        if started:
+            offset = _last_offset(checkpoint, max(started))
+            version = None if offset is None else offset.get("reservoirVersion")
+            first_unread = version if isinstance(version, int) else 0
+    log = table_location(config, "ack_events") / "_delta_log"
+    events = 0
+    for commit in os.listdir(log):
+        if COMMIT_FILE.fullmatch(commit) and int(commit[:20]) >= first_unread:
+            events += _rows_added(log / commit)
+    return events
+
+
+def _rows_added(commit: Path) -> int:
+    """The rows a Delta commit file adds, by its files' statistics (0 for a file without)."""
+    rows = 0
+    with contextlib.suppress(OSError, ValueError):
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add")
+            if add and add.get("dataChange", True) and add.get("stats"):
+                rows += int(json.loads(add["stats"]).get("numRecords", 0))
+    return rows

@@ -23,6 +23,7 @@ from pipelines.jars import default_jar_cache, ensure_delta_jars, ensure_s3a_jars
 
 __all__ = [
     "INTERPRETED_QUERIES",
+    "LEAN_JVM_EVENTS_AT_MOST",
     "SESSION_DEFAULTS",
     "build_session",
     "configure_builder",
@@ -63,6 +64,12 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 # run of 68 epochs filled it ("CodeCache is full. Compiler has been disabled" on stderr, and
 # the rest of the run interpreted): the first tier's code gets what the default JVM reserves.
 LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+
+# The most events a command-line verb reads or applies in the lean JVM; above it the optimising
+# compiler's code pays for its compiling (an hour at 200 trees/s, 5.1 million events: ingest
+# 34.7 against 25.4-25.7 s, run 138.1 against 96.3 s; a day of 1.24 million events in 2,881
+# epochs: run 66.0 against 79.9 s; decisions.md, 29 Nov).
+LEAN_JVM_EVENTS_AT_MOST = 2_000_000
 
 # Spark SQL settings that interpret every query instead of generating and compiling Java code
 # for it: cheaper where queries read a few small tables or rows in the thousands (the same

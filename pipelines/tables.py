@@ -24,6 +24,7 @@ from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql
 
 __all__ = [
     "CHANGE_FEED_PROPERTY",
+    "COMMIT_FILE",
     "IDEMPOTENCY_WINDOW",
     "IDEMPOTENCY_WINDOW_PROPERTY",
     "INGESTED_TABLES",
@@ -107,7 +108,8 @@ def attach_tables(
 
 LogHeads = tuple[tuple[str, int, int], ...]
 
-_COMMIT_FILE = re.compile(r"\d{20}\.json")
+# A Delta log's commit file: its version, zero-padded to 20 digits.
+COMMIT_FILE = re.compile(r"\d{20}\.json")
 
 
 def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
@@ -126,7 +128,7 @@ def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
         try:
             with os.scandir(table_location(config, table) / "_delta_log") as log:
                 newest = max(
-                    (entry for entry in log if _COMMIT_FILE.fullmatch(entry.name)),
+                    (entry for entry in log if COMMIT_FILE.fullmatch(entry.name)),
                     key=lambda entry: entry.name,
                     default=None,
                 )

@@ -26,7 +26,7 @@ from pipelines.cli import _log_progress, _one_line, main
 from pipelines.config import parse_config
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
-from pipelines.run_record import nothing_to_run
+from pipelines.run_record import nothing_to_run, unread_events
 from pipelines.sql import TABLES, VIEWS
 from pipelines.status_record import REFRESH_WINDOW_S, status_record_path
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
@@ -350,8 +350,10 @@ def test_a_run_with_nothing_to_do_ends_without_starting_spark(
     (tmp_path / "more.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     acker(capsys, "ingest", "--conf", conf, str(tmp_path / "more.jsonl"))
     assert not nothing_to_run(config)
+    assert unread_events(config) == 1  # what sizes the run's JVM
     assert "1 events: 1 completed" in acker(capsys, "run", "--conf", conf)
     assert nothing_to_run(config)
+    assert unread_events(config) == 0
     # A tick leaves a record as a run does; another writer's commit, or other settings, make
     # the next run read the tables.
     jobs.tick(spark, config)

@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import jobs
 from pipelines.cli import main
-from pipelines.ingest import SourceRow, read_rows
+from pipelines.ingest import SourceRow, estimated_events, read_rows
 from pipelines.tables import IDEMPOTENCY_WINDOW, INGESTED_TABLES, create_tables
 from pipelines.workload import Event, WorkloadSpec, generate_workload
 from tests.acker_harness import BASE_TIME, Harness, ack, at, init, outcome, write_conf
@@ -154,6 +154,27 @@ def test_every_csv_line_is_read_or_named_bad(
     rows = list(read_rows(path))
     assert [row.number for row in rows] == list(range(2, len(stream) + 2))
     assert_read_as_expected(rows, stream)
+
+
+@pytest.mark.fast
+def test_the_events_a_verb_will_ingest_are_estimated_without_reading_the_files(
+    tmp_path: Path,
+) -> None:
+    """What decides the command line's JVM before Spark starts: a Parquet file's footer gives
+    its rows, a text file counts a row per 100 bytes; what cannot be listed counts nothing."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    pq.write_table(
+        pa.table({"anchor_id": list(range(1, 1235)), "event_type": ["ack"] * 1234}),
+        landing / "a.parquet",
+    )
+    (landing / "b.jsonl").write_text("x" * 4_321)
+    (landing / "_SUCCESS").write_text("")
+    assert estimated_events([landing / "a.parquet"]) == 1234
+    assert estimated_events([landing]) == 1234 + 43
+    assert estimated_events([landing / "b.jsonl"], "csv") == 43
+    assert estimated_events([landing, tmp_path / "missing.jsonl"]) == 0
+    assert estimated_events(["s3a://bucket/landing/"]) == 0
 
 
 def test_ingest_routes_each_row_to_events_or_quarantine(acker: Harness, tmp_path: Path) -> None:
