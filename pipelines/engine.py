@@ -32,7 +32,7 @@ from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
-from pipelines.sql import row_as, run_sql, run_sql_row
+from pipelines.sql import row_as, run_sql, run_sql_row, session_settings
 from pipelines.tables import (
     REBORN_ENTRIES_PROPERTY,
     LogHeads,
@@ -43,6 +43,7 @@ from pipelines.tables import (
 
 __all__ = [
     "BROADCAST_MERGE_ROWS",
+    "FOLD_PLANNING",
     "START",
     "BatchFigures",
     "BatchInput",
@@ -88,6 +89,13 @@ BROADCAST_MERGE_ROWS = 50_000
 # the batch's keys rather than a search per event (mark_redeliveries.sql): a scan of 64 longs is
 # cheaper than building a hash set, a scan of 10^5 per event is not.
 _LARGE_TREE_KEYS = 64
+
+# The fold aggregates by anchor with collect_set and collect_list, which Spark plans as object
+# hash aggregates; each falls back to sorting its rows once a task holds more than 128 groups
+# (every fold does), after building a hash map for nothing. Planned as sort aggregates instead,
+# the events, already grouped by anchor, are sorted once: the fold of an hour at 200 trees/s
+# (5.1 million events) 24.1 s against 29.4 s, of a 5-minute cycle 5.3 s against 6.1 s.
+FOLD_PLANNING = {"spark.sql.execution.useObjectHashAggregateExec": "false"}
 
 BATCHES_SCHEMA = T.StructType(
     [
@@ -790,7 +798,9 @@ def fold_batch(
         large_trees=touched.counts.large > 0,
         multi_epoch=through > epoch,
         buckets=config.acker.buckets,
-    ).localCheckpoint()
+    )
+    with session_settings(spark, FOLD_PLANNING):
+        rows = rows.localCheckpoint()
     return FoldedState(rows, summarize_state(spark, config, rows))
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
@@ -43,6 +44,7 @@ __all__ = [
     "run_sql",
     "run_sql_figures",
     "run_sql_row",
+    "session_settings",
     "split_statements",
     "sql_literal",
     "sql_with_args",
@@ -248,6 +250,23 @@ def run_sql(
     for key, value in (literals or {}).items():
         text = text.replace("{{" + key + "}}", string_literal(value))
     return sql_with_args(spark, text, *_bound(config, name, text, params))
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Have the statements the ``with`` block plans use ``settings``, then restore the
+    session's own (a query is planned when an action runs it, inside the block)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, own in before.items():
+            if own is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, own)
 
 
 def split_statements(text: str) -> list[str]:

@@ -1,9 +1,11 @@
 """The SQL loader's own logic: how a file of several statements is split, and which of the
-acker's tables and views a query reads."""
+acker's tables and views a query reads, and the settings a block of statements is planned with."""
 
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from pipelines.sql import (
     _formattable,
@@ -11,6 +13,7 @@ from pipelines.sql import (
     load_sql,
     relations_read,
     relations_read_by,
+    session_settings,
     split_statements,
 )
 
@@ -82,3 +85,25 @@ def test_braces_that_name_no_dataframe_reach_spark_as_written() -> None:
     text = "select '{a}', map('k', 1)['k'] as \"{x}\" from {events} where s like '%}' -- {c}"
     formattable = _formattable(text)
     assert formattable.format(events="v") == text.replace("{events}", "v")
+
+
+def test_settings_plan_the_statements_of_their_block_and_the_session_s_own_return_after(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """How the fold is planned with sort aggregates: the setting holds inside the block only,
+    and a key the session did not set is unset again."""
+
+    def plan() -> str:  # a new DataFrame each time: one keeps the plan it first got
+        grouped = spark.range(1000).groupBy(F.col("id") % 300).agg(F.collect_set("id"))
+        grouped.explain()
+        return capsys.readouterr().out
+
+    unset = "spark.acker.test.unsetKey"
+    with session_settings(
+        spark, {"spark.sql.execution.useObjectHashAggregateExec": "false", unset: "1"}
+    ):
+        inside = plan()
+    after = plan()
+    assert "SortAggregate" in inside and "ObjectHashAggregate" not in inside
+    assert "ObjectHashAggregate" in after and "SortAggregate" not in after
+    assert spark.conf.get(unset, None) is None
