@@ -3,7 +3,10 @@
 --       resolved before the batch, however long before, or, in a pass over several epochs, by
 --       an earlier epoch of the pass (its `late_from`).
 -- Who runs it: pipelines.engine.plan_batch.
--- Reads: the DataFrames {classified_events}, {batch_tombstones} and {batch_state}.
+-- Reads: the DataFrames {classified_events}, {batch_tombstones} and {late_state}: the rows of
+--        the folded state whose later events the pass did not apply (`late_from` set), few
+--        enough in most passes for the engine to broadcast them, so that the batch's events
+--        are not shuffled to meet them.
 -- Parameters: :batch_id.
 with late as (
     select
@@ -23,7 +26,7 @@ with late as (
         s.late_reason as outcome_reason,
         cast(:batch_id as bigint) as outcome_batch_id
     from {classified_events} as e
-    inner join {batch_state} as s on e.anchor_id = s.anchor_id and e.event_epoch >= s.late_from
+    inner join {late_state} as s on e.anchor_id = s.anchor_id and e.event_epoch >= s.late_from
     where e.quarantine_reason is null
 )
 
