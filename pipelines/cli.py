@@ -292,7 +292,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     # for the optimising compiler to pay; a continuous run, which lives for hours, keeps it.
     lean_jvm = (
         not getattr(args, "continuous", False)
-        and _events_to_apply(args, config) <= LEAN_JVM_EVENTS_AT_MOST
+        and _events_to_apply(args, config, landed) <= LEAN_JVM_EVENTS_AT_MOST
     )
     spark = build_session(
         config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True, lean_jvm=lean_jvm
@@ -306,16 +306,19 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     finish_shared_classes(spark, config, say)
 
 
-def _events_to_apply(args: argparse.Namespace, config: Config) -> int:
+def _events_to_apply(
+    args: argparse.Namespace, config: Config, landed: Sequence[FileKey] | None
+) -> int:
     """About how many events the verb reads or applies, known before Spark starts: the files
-    it ingests and, for a run, what ``ack_events`` holds that the stream has not read."""
+    it ingests (a run's, ``landed``, already listed) and, for a run, what ``ack_events`` holds
+    that the stream has not read."""
     from pipelines.ingest import estimated_events
     from pipelines.run_record import unread_events
 
     if args.verb == "ingest":
         return estimated_events(args.paths, args.format)
     if args.verb == "run":
-        return estimated_events(args.ingest or []) + unread_events(config)
+        return estimated_events([path for path, _, _ in landed or ()]) + unread_events(config)
     return 0
 
 

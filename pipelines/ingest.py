@@ -325,8 +325,6 @@ def estimated_events(paths: Sequence[str | Path], fmt: str | None = None) -> int
     Parquet file's footer says, a text file is taken at :data:`_TEXT_BYTES_PER_EVENT` bytes a
     row; 0 for what cannot be listed here (an object store's files, a missing path: ingest
     says why)."""
-    if any(map(is_object_store_path, paths)):
-        return 0
     try:
         files = [file.local for file in input_files(paths, fmt) if file.local is not None]
         return sum(

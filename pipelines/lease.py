@@ -39,7 +39,7 @@ from pyspark.sql import SparkSession
 
 from pipelines.config import Config
 from pipelines.errors import WriterBusy, WriterFenced
-from pipelines.sql import TABLES, quoted_table, run_sql
+from pipelines.sql import TABLES, quoted_table, run_sql, session_settings
 from pipelines.tables import attach_tables, ensure_table
 
 __all__ = [
@@ -242,13 +242,8 @@ def app_id(config: Config, kind: str) -> str:
 def transaction_id(spark: SparkSession, app: str, version: int) -> Iterator[None]:
     """Have the SQL statements of the ``with`` block carry (``app``, ``version``) as their
     Delta transaction id: Delta skips one if the table recorded that version or a later one."""
-    spark.conf.set(_TXN_APP_ID, app)
-    spark.conf.set(_TXN_VERSION, str(version))
-    try:
+    with session_settings(spark, {_TXN_APP_ID: app, _TXN_VERSION: str(version)}):
         yield
-    finally:
-        spark.conf.unset(_TXN_VERSION)
-        spark.conf.unset(_TXN_APP_ID)
 
 
 def _next_version(lease: Lease) -> int:

@@ -36,7 +36,7 @@ from pipelines.ingest import input_files
 from pipelines.object_store import is_object_store_path
 from pipelines.sql import TABLES
 from pipelines.status_record import replace_record
-from pipelines.tables import COMMIT_FILE, log_heads, table_location
+from pipelines.tables import COMMIT_FILE, local_log, log_heads
 
 __all__ = [
     "FileKey",
@@ -202,7 +202,8 @@ def unread_events(config: Config) -> int:
     records as added by the commits from the stream's last offset on (all of them before its
     first run), from the files' statistics; 0 where the log is not a local folder, or does not
     say (a commit without statistics counts nothing)."""
-    if log_heads(config, _INGESTED) is None:
+    log = local_log(config, "ack_events")
+    if log is None:
         return 0
     checkpoint = config.checkpoint_path
     first_unread = 0
@@ -212,12 +213,15 @@ def unread_events(config: Config) -> int:
             offset = _last_offset(checkpoint, max(started))
             version = None if offset is None else offset.get("reservoirVersion")
             first_unread = version if isinstance(version, int) else 0
-    log = table_location(config, "ack_events") / "_delta_log"
-    events = 0
-    for commit in os.listdir(log):
-        if COMMIT_FILE.fullmatch(commit) and int(commit[:20]) >= first_unread:
-            events += _rows_added(log / commit)
-    return events
+    try:
+        commits = os.listdir(log)
+    except FileNotFoundError:
+        return 0
+    return sum(
+        _rows_added(log / commit)
+        for commit in commits
+        if COMMIT_FILE.fullmatch(commit) and int(commit[:20]) >= first_unread
+    )
 
 
 def _rows_added(commit: Path) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "attach_tables",
     "create_tables",
     "ensure_table",
+    "local_log",
     "missing_tables",
     "needs_upgraded_tables",
     "schema_uri",
@@ -112,16 +113,26 @@ LogHeads = tuple[tuple[str, int, int], ...]
 COMMIT_FILE = re.compile(r"\d{20}\.json")
 
 
-def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
-    """The newest commit file of each of ``tables``' Delta logs (its name, inode and change
-    time), which every commit to the table replaces; ``None`` where a log is not a local folder
-    this process reads: a catalog's tables, a remote Spark Connect server's, an object store's,
-    a missing table."""
-    if (
+def _logs_are_local(config: Config) -> bool:
+    """Whether the tables' Delta logs are local folders this process reads: not a catalog's
+    tables, a remote Spark Connect server's or an object store's."""
+    return not (
         config.warehouse.catalog
         or config.spark.remote.startswith("sc://")
         or not config.warehouse_is_local
-    ):
+    )
+
+
+def local_log(config: Config, table: str) -> Path | None:
+    """Where ``table``'s Delta log is, if it is a local folder this process reads."""
+    return table_location(config, table) / "_delta_log" if _logs_are_local(config) else None
+
+
+def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
+    """The newest commit file of each of ``tables``' Delta logs (its name, inode and change
+    time), which every commit to the table replaces; ``None`` where a log is not a local folder
+    this process reads (:func:`local_log`), or a table is missing."""
+    if not _logs_are_local(config):
         return None
     heads = []
     for table in tables:
