@@ -21,6 +21,8 @@ from pipelines.errors import WriterBusy, WriterFenced
 from pipelines.tables import table_property
 from tests.acker_harness import Harness, init, write_conf
 
+TOUR_EVENTS = Path(__file__).resolve().parents[1] / "examples" / "events.jsonl"
+
 
 def _set_lease(acker: Harness, host: str, pid: int, expires_in_s: float) -> None:
     """Make the lease look held by ``pid`` on ``host`` until ``expires_in_s`` from now."""
@@ -134,6 +136,34 @@ def test_a_writer_told_to_wait_claims_the_lease_once_its_holder_releases_it(
     assert [c.token for c in claimed] == [holder.token + 1]
     assert len(heard) == 1 and heard[0].startswith("waiting for the writer lease:")
     assert holder.holder in heard[0]
+
+
+def test_run_ingest_lands_its_files_while_another_writer_holds_the_lease(
+    acker: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The ingest runs beside the claim and holds no lease: refused, the run has still landed
+    # the files, and the next run applies them without ingesting them again.
+    with lease.writer_lease(acker.spark, acker.config, "run"):
+        pass
+    _set_lease(acker, "elsewhere", 1, expires_in_s=600)
+    conf = str(write_conf(acker.config, tmp_path / "acker.toml"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "events.jsonl").write_bytes(TOUR_EVENTS.read_bytes())
+    assert main(["run", "--ingest", str(landing), "--conf", conf]) == 1
+    refused = capsys.readouterr()
+    assert "ingested 1 files: 1437 events into" in refused.out
+    assert "WriterBusy: another acker writer holds the writer lease: pid 1 on elsewhere" in (
+        refused.err
+    )
+    assert acker.table("ack_events").count() == 1437
+    assert acker.table("batches").count() == 0
+    _set_lease(acker, "elsewhere", 1, expires_in_s=-1)
+    assert main(["run", "--ingest", str(landing), "--conf", conf]) == 0
+    ran = capsys.readouterr().out
+    assert "1 files already ingested, skipped" in ran
+    assert "processed 1 micro-batches, 1437 events" in ran
+    assert acker.table("ack_events").count() == 1437
 
 
 @pytest.mark.fast
