@@ -223,35 +223,68 @@ class Bench:
         return dedup_floor(self.spark, events, self.root)
 
 
-def pending_scans(spark: SparkSession, config: Config, since_ms: int) -> dict[str, int]:
-    """How many times the SQL executions submitted since ``since_ms`` (epoch milliseconds) read
-    the data files of ``config``'s ``pending`` (a file scan of the table in a physical plan):
-    outside Delta's MERGE, and inside it (the executions a MERGE runs start while its own
-    command runs). Read from Spark's SQL status store, as its UI shows them."""
+@dataclass(frozen=True)
+class _Execution:
+    """One SQL execution, as Spark's SQL status store (its UI) holds it."""
+
+    started_ms: int
+    ended_ms: int | None
+    tree: str
+    """Its physical plan's tree, before the details of its nodes."""
+    root: bool
+    """Not run inside another execution (a statement the acker submitted)."""
+    jobs: int
+
+
+def _executions_since(spark: SparkSession, since_ms: int) -> list[_Execution]:
+    """The SQL executions submitted since ``since_ms`` (epoch milliseconds)."""
     session = spark._jsparkSession
     session.sparkContext().listenerBus().waitUntilEmpty()
-    executions = session.sharedState().statusStore().executionsList()
-    scan = f"Scan parquet spark_catalog.{config.warehouse.schema}.pending"
-    plans = []
-    for index in range(executions.size()):
-        execution = executions.apply(index)
+    store = session.sharedState().statusStore().executionsList()
+    executions = []
+    for index in range(store.size()):
+        execution = store.apply(index)
         started = int(execution.submissionTime())
         if started < since_ms:
             continue
         ended = execution.completionTime()
-        # the plan's tree, before the details of its nodes
-        tree = str(execution.physicalPlanDescription()).split("\n\n")[0]
-        plans.append((started, int(ended.get().getTime()) if ended.isDefined() else None, tree))
-    merges = [(started, ended) for started, ended, tree in plans if "MergeIntoCommand" in tree]
+        executions.append(
+            _Execution(
+                started_ms=started,
+                ended_ms=int(ended.get().getTime()) if ended.isDefined() else None,
+                tree=str(execution.physicalPlanDescription()).split("\n\n")[0],
+                root=execution.rootExecutionId() == execution.executionId(),
+                jobs=int(execution.jobs().size()),
+            )
+        )
+    return executions
+
+
+def pending_scans(executions: list[_Execution], config: Config) -> dict[str, int]:
+    """How many times ``executions`` read the data files of ``config``'s ``pending`` (a file
+    scan of the table in a physical plan): outside Delta's MERGE, and inside it (the executions
+    a MERGE runs start while its own command runs)."""
+    scan = f"Scan parquet spark_catalog.{config.warehouse.schema}.pending"
+    merges = [(e.started_ms, e.ended_ms) for e in executions if "MergeIntoCommand" in e.tree]
     scans = {"outside_merge": 0, "in_merge": 0}
-    for started, _, tree in plans:
-        if "MergeIntoCommand" in tree:
+    for execution in executions:
+        if "MergeIntoCommand" in execution.tree:
             continue
         in_merge = any(
-            begun <= started and (ended is None or started <= ended) for begun, ended in merges
+            begun <= execution.started_ms and (ended is None or execution.started_ms <= ended)
+            for begun, ended in merges
         )
-        scans["in_merge" if in_merge else "outside_merge"] += tree.count(scan)
+        scans["in_merge" if in_merge else "outside_merge"] += execution.tree.count(scan)
     return scans
+
+
+def statements(executions: list[_Execution]) -> dict[str, int]:
+    """How many statements the acker submitted in ``executions`` (root SQL executions), and
+    how many Spark jobs they all ran, Delta's own (its log replays, its MERGE's) included."""
+    return {
+        "statements": sum(execution.root for execution in executions),
+        "spark_jobs": sum(execution.jobs for execution in executions),
+    }
 
 
 def _over_floors(seconds: float, dedup_s: float, delta_s: float) -> float:
@@ -267,6 +300,7 @@ def small_batches(
     times = []
     commits: dict[str, int] = {}
     scans: dict[str, int] = {}
+    counted: dict[str, int] = {}
     for run in range(sizes.small_runs):
         path, _ = bench.sets.events(sizes.small_batch, seed=1000 + batch_id)
         before = bench.table_versions(config)
@@ -274,7 +308,9 @@ def small_batches(
         times.append(bench.micro_batch(config, path, batch_id)[0])
         batch_id += 1
         if run == 0:
-            scans = pending_scans(bench.spark, config, since_ms)
+            executions = _executions_since(bench.spark, since_ms)
+            scans = pending_scans(executions, config)
+            counted = statements(executions)
             after = bench.table_versions(config)
             commits = {table: after[table] - before[table] for table in TABLES}
             commits = {table: count for table, count in commits.items() if count}
@@ -296,6 +332,7 @@ def small_batches(
         "delta_commits": commits,
         "delta_commits_total": sum(commits.values()),
         "pending_scans": scans,
+        **counted,
         "delta_floor": floor,
         "over_delta_floor": round(median / floor["total_s"], 2),
     }
