@@ -505,7 +505,7 @@ def measure_ingest_log(bench: Bench, sizes: Sizes, figures: Figures) -> None:
             log_of_table.startTransaction().commit(
                 jvm.scala.jdk.javaapi.CollectionConverters.asScala(ids).toList(), manual_update
             )
-        log_of_table.checkpoint()  # as Delta writes one every ten commits
+        log_of_table.checkpoint()  # as Delta writes one every so many commits
         checkpoint = max(Path(location, "_delta_log").glob("*.checkpoint.parquet"))
         ids_in_checkpoint = pq.read_table(checkpoint, columns=["txn"]).column("txn").drop_null()
         tables[variant] = (config, len(ids_in_checkpoint))

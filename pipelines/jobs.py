@@ -47,7 +47,7 @@ from pipelines.errors import (
     UnsupportedSession,
 )
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
-from pipelines.lease import check_lease, create_lease_table
+from pipelines.lease import LEASE_TABLE, check_lease, create_lease_table
 from pipelines.lock import writer_lock
 from pipelines.run_record import FileKey, save_run_record, take_recorded_position
 from pipelines.session import is_connect
@@ -65,6 +65,7 @@ from pipelines.tables import (
     attach_tables,
     create_tables,
     needs_upgraded_tables,
+    spread_checkpoints,
     upgrade_tables,
 )
 from pipelines.workload import Event, WorkloadSpec, generate_workload
@@ -133,6 +134,7 @@ def init(spark: SparkSession, config: Config) -> list[str]:
     with writer_lock(config, "init"):
         created = create_tables(spark, config)
         create_lease_table(spark, config)
+        spread_checkpoints(spark, config, [LEASE_TABLE])
         if set(created) == set(TABLES):
             save_run_record(config, engine.START, None)
         return created

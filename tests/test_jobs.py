@@ -10,14 +10,23 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import clock, jobs
 from pipelines.engine import read_position
 from pipelines.errors import CheckpointMismatch, NotInitialised
 from pipelines.jobs import _refusal_in
+from pipelines.lease import LEASE_TABLE
 from pipelines.run_record import take_recorded_position
-from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
+from pipelines.sql import TABLES
+from pipelines.tables import (
+    CHANGE_FEED_PROPERTY,
+    CHECKPOINT_INTERVAL_PROPERTY,
+    CHECKPOINT_INTERVALS,
+    table_location,
+    table_property,
+)
 from pipelines.workload import WorkloadSpec
 from tests.acker_harness import Harness, ack, init, outcome
 from tests.conftest import make_config
@@ -209,6 +218,40 @@ def test_a_refusal_from_a_connect_server_is_raised_again_as_its_own_class() -> N
     assert type(refusal) is CheckpointMismatch
     assert str(refusal).startswith("micro-batch 0 is older than the last committed batch 1")
     assert _refusal_in("java.lang.OutOfMemoryError: Java heap space") is None
+
+
+def test_init_gives_each_table_its_checkpoint_interval_and_keeps_one_a_user_set(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = make_config(tmp_path / "warehouse")
+    jobs.init(spark, config)
+
+    def intervals() -> dict[str, str | None]:
+        return {
+            table: table_property(spark, config, table, CHECKPOINT_INTERVAL_PROPERTY)
+            for table in (*TABLES, LEASE_TABLE)
+        }
+
+    assert intervals() == {table: str(n) for table, n in CHECKPOINT_INTERVALS.items()}
+    # Delta writes no checkpoint at the tenth commit, its own default interval.
+    for anchor in range(1, 12):
+        jobs.append_events(spark, config, [init(anchor, 7, 0)])
+    log = table_location(config, "ack_events") / "_delta_log"
+    assert (log / f"{11:020}.json").exists() and not list(log.glob("*.checkpoint.parquet"))
+    # An older acker's tables have none; an interval a user chose stays.
+    for table in ("pending", LEASE_TABLE):
+        spark.sql(
+            f"alter table {config.qualified(table)} "
+            f"unset tblproperties ('{CHECKPOINT_INTERVAL_PROPERTY}')"
+        ).collect()
+    spark.sql(
+        f"alter table {config.qualified('ticks')} "
+        f"set tblproperties ('{CHECKPOINT_INTERVAL_PROPERTY}' = '5')"
+    ).collect()
+    jobs.init(spark, config)
+    assert intervals() == {
+        table: "5" if table == "ticks" else str(n) for table, n in CHECKPOINT_INTERVALS.items()
+    }
 
 
 def test_init_records_where_new_tables_stand_and_only_for_new_tables(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
