@@ -206,15 +206,23 @@ def spread_checkpoints(spark: SparkSession, config: Config, tables: Collection[s
     (:data:`CHECKPOINT_INTERVALS`; the tables this acker creates take it as they are made). An
     interval a user set stays."""
     for table in tables:
-        interval = str(CHECKPOINT_INTERVALS[table])
-        if table_property(spark, config, table, CHECKPOINT_INTERVAL_PROPERTY) is None:
-            run_sql(
-                spark,
-                config,
-                "set_checkpoint_interval",
-                literals={"interval": interval},
-                table=config.qualified(table),
-            )
+        interval = {"interval": str(CHECKPOINT_INTERVALS[table])}
+        _set_where_unset(
+            spark, config, table, CHECKPOINT_INTERVAL_PROPERTY, "set_checkpoint_interval", interval
+        )
+
+
+def _set_where_unset(
+    spark: SparkSession,
+    config: Config,
+    table: str,
+    key: str,
+    sql_file: str,
+    literals: dict[str, str],
+) -> None:
+    """Run ``sql_file``, which sets ``table``'s property ``key``, where the table has none."""
+    if table_property(spark, config, table, key) is None:
+        run_sql(spark, config, sql_file, literals, table=config.qualified(table))
 
 
 def _has_log(spark: SparkSession, config: Config, table: str) -> bool:
@@ -236,11 +244,10 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
             run_sql(spark, config, TABLES[table], literals=window, table=config.qualified(table))
     spread_checkpoints(spark, config, [table for table in TABLES if table not in created])
     for table in INGESTED_TABLES:
-        if (
-            table not in created
-            and table_property(spark, config, table, IDEMPOTENCY_WINDOW_PROPERTY) is None
-        ):
-            run_sql(spark, config, "set_idempotency_window", window, table=config.qualified(table))
+        if table not in created:
+            _set_where_unset(
+                spark, config, table, IDEMPOTENCY_WINDOW_PROPERTY, "set_idempotency_window", window
+            )
     upgrade_tables(spark, config)
     _create_views(spark, config)  # after the upgrade: the views read its columns
     return created
