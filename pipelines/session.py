@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import warnings
@@ -53,17 +54,42 @@ _SERVER_ONLY = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 # the start-up ones, so no notice reaches the terminal (Spark's own default logs at INFO).
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
-# For the JVM of a command-line verb: the JIT's first tier only and the serial collector start
-# the JVM and its first queries about 30% sooner (status on the demo warehouse: session 10.8 ->
-# 8.7 s, first reads of Delta tables 16 -> 11 s; `acker tick` on the demo warehouse 22.0, 22.4 s
-# against 26.9, 29.5 s), and cost a one-batch run nothing measurable up to 2*10^6 events (52.2,
-# 54.3 s against 51.3, 53.3 s). Warm, their code is slower (the demo's later micro-batches:
-# 10.3-11.0 s against 8.0-9.2 s). A notebook's, a test's or a continuous run's session keeps
-# the JVM's defaults: over hours of work the first tier's code costs more (decisions.md).
+# For the JVM of a command-line verb: the JIT's first tier only starts the JVM and its first
+# queries about 30% sooner (status on the demo warehouse: session 10.8 -> 8.7 s, first reads of
+# Delta tables 16 -> 11 s; `acker tick` on the demo warehouse 22.0, 22.4 s against 26.9, 29.5 s),
+# and costs a one-batch run nothing measurable up to 2*10^6 events (52.2, 54.3 s against 51.3,
+# 53.3 s). Warm, its code is slower (the demo's later micro-batches: 10.3-11.0 s against
+# 8.0-9.2 s). A notebook's, a test's or a continuous run's session keeps the JVM's defaults:
+# over hours of work the first tier's code costs more (decisions.md).
 # Stopped at the first tier, the JVM reserves 48 MB for compiled code instead of 240 MB, and a
 # run of 68 epochs filled it ("CodeCache is full. Compiler has been disabled" on stderr, and
 # the rest of the run interpreted): the first tier's code gets what the default JVM reserves.
-LEAN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
+# The parallel collector, on a heap that starts at its full size (:func:`lean_jvm_options`),
+# half of it young: a 5-minute cycle of 430,000 events paused 4.8-5.4 s in 111 collections, 8
+# of them full, on the serial collector's heap grown from the JVM's default 1/64 of memory;
+# 1.4-1.9 s in 21 (the cycle 41.0-43.2 s against 43.2-49.2 s, alternating; decisions.md).
+LEAN_JVM_OPTIONS = (
+    "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m "
+    "-XX:+UseParallelGC -XX:NewRatio=1 -XX:MetaspaceSize=256m"
+)
+
+# Spark's own default for ``spark.driver.memory``, where neither the acker nor the user sets it.
+_SPARK_DRIVER_MEMORY = "1g"
+
+# Spark's size suffixes, in MiB; a driver memory without one is in MiB.
+_MIB_PER_UNIT = {"": 1, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
+
+
+def lean_jvm_options(driver_memory: str) -> str:
+    """:data:`LEAN_JVM_OPTIONS` for a driver of ``driver_memory`` (``spark.driver.memory``, the
+    heap's maximum): its heap starts at that size. A value Spark would not read adds nothing,
+    and Spark's own check names it."""
+    size = re.fullmatch(r"(\d+)\s*([kmgtp]?)b?", driver_memory.strip().lower())
+    if size is None:
+        return LEAN_JVM_OPTIONS
+    mebibytes = int(int(size.group(1)) * _MIB_PER_UNIT[size.group(2)])
+    return f"{LEAN_JVM_OPTIONS} -Xms{mebibytes}m" if mebibytes else LEAN_JVM_OPTIONS
+
 
 # The most events a command-line verb reads or applies in the lean JVM; above it the optimising
 # compiler's code pays for its compiling (an hour at 200 trees/s, 5.1 million events: ingest
@@ -153,7 +179,8 @@ def configure_builder(
     if jars:
         merged["spark.jars"] = ",".join(str(jar) for jar in jars)
     if lean_jvm or short_lived:
-        java_options += " " + LEAN_JVM_OPTIONS
+        driver_memory = settings.conf.get("spark.driver.memory", merged.get("spark.driver.memory"))
+        java_options += " " + lean_jvm_options(driver_memory or _SPARK_DRIVER_MEMORY)
     if short_lived:
         merged.update(INTERPRETED_QUERIES)
     if shared_classes and jars and is_local and not settings.remote:

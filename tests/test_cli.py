@@ -460,6 +460,42 @@ def test_a_local_session_starts_python_with_the_acker_s_own_interpreter(
 
 
 @pytest.mark.fast
+@pytest.mark.parametrize(
+    ("driver_memory", "max_heap", "initial_mib"),
+    [("4g", "4g", 4096), ("1536m", "1536m", 1536), ("2048", "2048m", 2048), ("3gb", "3g", 3072)],
+)
+def test_the_lean_jvm_starts_its_heap_at_the_driver_s_memory(
+    driver_memory: str, max_heap: str, initial_mib: int
+) -> None:
+    options = session.lean_jvm_options(driver_memory)
+    assert options.split()[-1] == f"-Xms{initial_mib}m"
+    # The JVM Spark starts (JAVA_HOME's, else the one on PATH) takes them beside the maximum
+    # Spark gives it (-Xmx, from the same setting).
+    java_home = os.environ.get("JAVA_HOME")
+    java = subprocess.run(
+        [
+            f"{java_home}/bin/java" if java_home else "java",
+            *options.split(),
+            f"-Xmx{max_heap}",
+            "-XX:+PrintFlagsFinal",
+            "-version",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    flags = {line.split()[1]: line.split()[3] for line in java.stdout.splitlines()[1:]}
+    assert int(flags["InitialHeapSize"]) == initial_mib * 2**20
+    assert flags["UseParallelGC"] == "true"
+
+
+@pytest.mark.fast
+def test_a_driver_memory_spark_would_refuse_adds_no_initial_heap() -> None:
+    assert "-Xms" not in session.lean_jvm_options("plenty")
+    assert session.lean_jvm_options("plenty") == session.LEAN_JVM_OPTIONS
+
+
+@pytest.mark.fast
 def test_writing_a_class_data_archive_removes_those_unused_for_30_days(tmp_path: Path) -> None:
     folder = tmp_path / "class-data"
     folder.mkdir()
