@@ -8,7 +8,9 @@ Events come from the project's workload simulator (benchmarks/workloads.py). Pen
 seeded straight into the ``pending`` table, and a fifth of each batch's trees continue one of
 them (so the MERGE updates rows, not only inserts and deletes). Beside a micro-batch, its floors
 (benchmarks/floors.py): the dedup floor of the same events, and the Delta floor of a batch of
-the same size over the same ``pending``, which no micro-batch of the engine's shape goes below.
+the same size over the same ``pending``, which no micro-batch of the engine's shape goes below:
+the lower of two plans' (reading the touched rows then merging, or a MERGE that computes each
+tree's state from the row it matches).
 
 Measurements (the targets are in benchmarks/targets.py):
 

@@ -3,8 +3,10 @@
 - the bare floor: ``bit_xor`` per anchor, nothing else;
 - the dedup floor: the same with the duplicate rule, the least any acker that drops
   re-deliveries pays, since every event must meet its tree's other events;
-- the Delta floor: the Delta work the engine's shape cannot do without (read the touched rows
-  of ``pending``, MERGE a row back for each, append to three tables), and none of its logic.
+- the Delta floors: the Delta work the engine's shape cannot do without, and none of its
+  logic, in two plans: today's (read the touched rows of ``pending``, MERGE a row back for
+  each, append to three tables) and one whose MERGE computes each tree's state from the row it
+  matches, its rows read back for the outcomes. A batch is judged against the lower.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from pipelines.config import Config
 from pipelines.engine import BROADCAST_MERGE_ROWS, FOLD_PLANNING
 from pipelines.sql import session_settings
 
-__all__ = ["bare_floor", "dedup_floor", "delta_floor"]
+__all__ = [
+    "bare_floor",
+    "dedup_floor",
+    "delta_floors",
+    "lower_floor_s",
+    "merge_state_floor",
+    "read_then_merge_floor",
+]
 
 
 def _time_to_parquet(df: DataFrame, path: Path) -> float:
@@ -57,30 +66,59 @@ def dedup_floor(spark: SparkSession, events: Path, scratch: Path) -> float:
         return _time_to_parquet(aggregate, scratch / "dedup_floor")
 
 
-def delta_floor(spark: SparkSession, config: Config, anchors: DataFrame) -> dict[str, float]:
-    """The Delta work a micro-batch over ``anchors`` cannot do without, and nothing else: read
-    the rows of ``pending`` they touch, MERGE a row back for each, and append to three tables
-    (for ``completed``, ``failed`` and the batch log). No classifying, no fold, no duplicate
-    rule, no outcome selection, no crash safety. It runs on a shallow clone of ``pending`` made
-    just before, so the acker's own table keeps its files for the measurements after. The
-    clone's snapshot is computed before the clock starts, where a micro-batch rebuilds the one
-    its last MERGE wrote: if anything, the floor comes out low. Return each part's seconds and
-    their sum."""
-    schema = config.warehouse.schema
-    outputs = {name: f"{schema}.floor_{name}" for name in ("completed", "failed", "batches")}
-    for table in outputs.values():
+def _clone_pending(spark: SparkSession, config: Config, name: str) -> str:
+    """A shallow clone of ``pending`` named ``name`` for a floor to write to (the acker's table
+    keeps its files for the measurements after), its snapshot computed before any clock
+    starts."""
+    clone = f"{config.warehouse.schema}.{name}"
+    spark.sql(f"drop table if exists {clone}")
+    spark.sql(f"create table {clone} shallow clone {config.qualified('pending')}")
+    spark.table(clone).count()  # answered from the log: computes the snapshot
+    return clone
+
+
+def _output_tables(spark: SparkSession, config: Config, prefix: str) -> dict[str, str]:
+    """The floor's own ``completed``, ``failed`` and batch log tables, created if new."""
+    tables = {
+        name: f"{config.warehouse.schema}.{prefix}_{name}"
+        for name in ("completed", "failed", "batches")
+    }
+    for table in tables.values():
         spark.sql(
             f"create table if not exists {table}"
             " (anchor_id bigint, checksum bigint, batch_id bigint) using delta"
         )
-    pending = f"{schema}.floor_pending"
-    spark.sql(f"drop table if exists {pending}")
-    spark.sql(f"create table {pending} shallow clone {config.qualified('pending')}")
-    spark.table(pending).count()  # answered from the log: computes the snapshot
+    return tables
+
+
+def _append_outputs(tables: dict[str, str], rows: dict[str, DataFrame]) -> None:
+    """Append each of ``rows`` to its table of ``tables``."""
+    for name, df in rows.items():
+        df.select(
+            "anchor_id", F.lit(0).alias("checksum"), F.lit(-2).alias("batch_id")
+        ).write.format("delta").mode("append").saveAsTable(tables[name])
+
+
+def _broadcast_if_small(df: DataFrame) -> DataFrame:
+    """``df`` broadcast to the MERGE when small, as the acker's own MERGE does."""
+    return F.broadcast(df) if df.count() <= BROADCAST_MERGE_ROWS else df
+
+
+def read_then_merge_floor(
+    spark: SparkSession, config: Config, anchors: DataFrame
+) -> dict[str, float]:
+    """The Delta work a micro-batch over ``anchors`` cannot do without in today's plan, and
+    nothing else: read the rows of ``pending`` they touch, MERGE a row back for each, and
+    append to three tables (for ``completed``, ``failed`` and the batch log). No classifying,
+    no fold, no duplicate rule, no outcome selection, no crash safety. The snapshot the read
+    starts from is computed before the clock starts, where a micro-batch rebuilds the one its
+    last MERGE wrote: if anything, this floor comes out low. Return each part's seconds and
+    their sum."""
+    outputs = _output_tables(spark, config, "floor")
+    pending = _clone_pending(spark, config, "floor_pending")
     with stopwatch() as touched_took:
         touched = spark.table(pending).join(F.broadcast(anchors), "anchor_id").localCheckpoint()
-    # broadcast when small, as the acker's own MERGE does
-    source = F.broadcast(touched) if touched.count() <= BROADCAST_MERGE_ROWS else touched
+    source = _broadcast_if_small(touched)
     with stopwatch() as merge_took:
         spark.sql(
             "merge into identifier(:pending) as t using {source} as s"
@@ -89,15 +127,124 @@ def delta_floor(spark: SparkSession, config: Config, anchors: DataFrame) -> dict
             {"pending": pending},
             source=source,
         ).collect()
-    rows = {
-        "completed": anchors.select("anchor_id"),
-        "failed": touched.select("anchor_id"),
-        "batches": anchors.limit(1),
-    }
     with stopwatch() as appends_took:
-        for name, df in rows.items():
-            df.select(
-                "anchor_id", F.lit(0).alias("checksum"), F.lit(-2).alias("batch_id")
-            ).write.format("delta").mode("append").saveAsTable(outputs[name])
+        _append_outputs(
+            outputs,
+            {
+                "completed": anchors.select("anchor_id"),
+                "failed": touched.select("anchor_id"),
+                "batches": anchors.limit(1),
+            },
+        )
     parts = {"touched_s": touched_took(), "merge_s": merge_took(), "appends_s": appends_took()}
     return {**parts, "total_s": sum(parts.values())}
+
+
+# Above every batch id of the acker's: the files the floor's MERGE writes are the only ones
+# whose statistics admit it, so reading its rows back skips every other file.
+_FLOOR_BATCH_ID = 2**62
+
+# Each touched tree's new state computed by the MERGE itself from the row it matches: the
+# plan in which the acker reads `pending` only inside Delta's MERGE (issue 42).
+_MERGE_COMPUTING_STATE = """
+merge into identifier(:pending) as t
+using {source} as s
+on t.anchor_id = s.anchor_id
+when matched then update set
+    checksum = t.checksum ^ s.xor_delta,
+    has_init = t.has_init or s.saw_init,
+    failed = t.failed or s.saw_fail,
+    last_event_time = greatest(t.last_event_time, s.last_time),
+    event_count = t.event_count + s.applied,
+    epoch = s.epoch,
+    applied_keys = array_union(t.applied_keys, s.new_keys),
+    batch_id = :batch_id,
+    outcome = case
+        when t.failed or s.saw_fail then 'failed'
+        when t.checksum ^ s.xor_delta = 0 then 'completed'
+    end,
+    prev = struct(
+        t.checksum, t.has_init, t.failed, t.spout_task, t.source_msg_id, t.init_time,
+        t.first_event_time, t.last_event_time, t.event_count, t.epoch, t.applied_keys
+    )
+when not matched then insert (
+    anchor_id, checksum, has_init, failed, first_event_time, last_event_time, event_count,
+    epoch, applied_keys, batch_id
+) values (
+    s.anchor_id, s.xor_delta, s.saw_init, s.saw_fail, s.first_time, s.last_time, s.applied,
+    s.epoch, s.new_keys, :batch_id
+)
+"""
+
+
+def merge_state_floor(spark: SparkSession, config: Config, anchors: DataFrame) -> dict[str, float]:
+    """The Delta work of the plan in which the MERGE computes each touched tree's new state
+    from the row it matches, so that nothing reads ``pending`` outside it: the MERGE of one
+    partial row per anchor of ``anchors``, the rows it wrote read back (their outcomes), and
+    the same three appends as :func:`read_then_merge_floor`'s. Reading the rows back rebuilds the
+    snapshot the MERGE committed, which a micro-batch pays once in either plan (here after its
+    MERGE; in today's plan at the next batch's read). Return each part's seconds and their
+    sum."""
+    outputs = _output_tables(spark, config, "merge_state_floor")
+    pending = _clone_pending(spark, config, "merge_state_floor_pending")
+    source = _broadcast_if_small(
+        anchors.selectExpr(
+            "anchor_id",
+            "xxhash64(anchor_id, 'xor') as xor_delta",
+            "array(xxhash64(anchor_id, 'key')) as new_keys",
+            "true as saw_init",
+            "false as saw_fail",
+            "timestamp'2026-01-01 00:00:00' as first_time",
+            "timestamp'2026-01-01 00:00:01' as last_time",
+            "5L as applied",
+            "1L as epoch",
+        )
+    )
+    with stopwatch() as merge_took:
+        spark.sql(
+            _MERGE_COMPUTING_STATE,
+            {"pending": pending, "batch_id": _FLOOR_BATCH_ID},
+            source=source,
+        ).collect()
+    with stopwatch() as read_back_took:
+        written = (
+            spark.table(pending)
+            .where(F.col("batch_id") == _FLOOR_BATCH_ID)
+            .select("anchor_id", "prev")
+            .localCheckpoint()
+        )
+    with stopwatch() as appends_took:
+        # as many rows as read_then_merge_floor appends: every tree, the touched ones, one log row
+        _append_outputs(
+            outputs,
+            {
+                "completed": written,
+                "failed": written.where(F.col("prev").isNotNull()),
+                "batches": written.limit(1),
+            },
+        )
+    parts = {
+        "merge_s": merge_took(),
+        "read_back_s": read_back_took(),
+        "appends_s": appends_took(),
+    }
+    return {**parts, "total_s": sum(parts.values())}
+
+
+def delta_floors(
+    spark: SparkSession, config: Config, anchors: DataFrame, merge_state_first: bool = False
+) -> dict[str, dict[str, float]]:
+    """Both plans' Delta floors of a micro-batch over ``anchors``, in the order asked (callers
+    alternate it, so that neither always runs on a warmer JVM)."""
+    floors = {
+        "merge_computes_state": lambda: merge_state_floor(spark, config, anchors),
+        "read_then_merge": lambda: read_then_merge_floor(spark, config, anchors),
+    }
+    order = list(floors) if merge_state_first else list(reversed(floors))
+    measured = {plan: floors[plan]() for plan in order}
+    return {plan: measured[plan] for plan in ("read_then_merge", "merge_computes_state")}
+
+
+def lower_floor_s(floors: dict[str, dict[str, float]]) -> float:
+    """The lower of the plans' Delta floors: the per-batch targets are taken against it."""
+    return min(floor["total_s"] for floor in floors.values())

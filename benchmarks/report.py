@@ -179,6 +179,15 @@ def print_command_line(command_line: dict[str, Any]) -> None:
     )
 
 
+_PLANS = ("read_then_merge", "merge_computes_state")
+
+
+def _both_plans(row: dict[str, Any]) -> str:
+    """A row's Delta floor in each plan: reading then merging, the MERGE computing the state."""
+    today, merging = (row[f"{plan}_floor_s"] for plan in _PLANS)
+    return f"reading then merging {today:.2f} s, the MERGE computing the state {merging:.2f} s"
+
+
 def print_in_process(figures: Figures) -> None:
     print("\nend-to-end (pending {:,})".format(figures.end_to_end[0]["pending"]))
     print(
@@ -194,12 +203,15 @@ def print_in_process(figures: Figures) -> None:
             f" {row['ours_over_duckdb']:>11.2f} {row['delta_floor_s']:>13.2f}"
             f" {row['dedup_ratio']:>10.2f} {row['over_floors']:>11.2f}"
         )
+    for row in figures.end_to_end:
+        print(f"  Delta floor of {row['events']:,} events, the lower of {_both_plans(row)}")
     print("\nstate scaling")
     for row in figures.state_scaling:
         print(
             f"  {row['events']:,} events over {row['pending']:>12,} pending:"
             f" {row['micro_batch_s']:.2f} s; dedup floor {row['dedup_floor_s']:.2f} s,"
-            f" Delta floor {row['delta_floor_s']:.2f} s: {row['over_floors']:.2f} x both"
+            f" Delta floor {row['delta_floor_s']:.2f} s ({_both_plans(row)}):"
+            f" {row['over_floors']:.2f} x both"
         )
     small = figures.small_batches
     print(
@@ -218,12 +230,15 @@ def print_in_process(figures: Figures) -> None:
         f" median {less['median_s']:.2f} s over {less['runs']} runs"
     )
     for batches in (small, less):
-        floor = batches["delta_floor"]
+        today, merging = (batches["delta_floors"][plan] for plan in _PLANS)
         print(
-            f"  Delta floor over {batches['pending']:,} pending: median {floor['total_s']:.2f} s"
-            f" (touched rows {floor['touched_s']:.2f} s, MERGE {floor['merge_s']:.2f} s,"
-            f" three appends {floor['appends_s']:.2f} s); the batches"
-            f" {batches['over_delta_floor']:.2f} x it"
+            f"  Delta floors over {batches['pending']:,} pending, medians:"
+            f" reading then merging {today['total_s']:.2f} s (touched rows"
+            f" {today['touched_s']:.2f} s, MERGE {today['merge_s']:.2f} s, three appends"
+            f" {today['appends_s']:.2f} s); the MERGE computing the state"
+            f" {merging['total_s']:.2f} s (MERGE {merging['merge_s']:.2f} s, its rows read"
+            f" back {merging['read_back_s']:.2f} s, three appends {merging['appends_s']:.2f} s);"
+            f" the batches {batches['over_delta_floor']:.2f} x the lower"
         )
     size = figures.state_size
     print(
