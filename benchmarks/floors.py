@@ -22,6 +22,7 @@ from pipelines.engine import BROADCAST_MERGE_ROWS, FOLD_PLANNING
 from pipelines.sql import session_settings
 
 __all__ = [
+    "PLANS",
     "bare_floor",
     "dedup_floor",
     "delta_floors",
@@ -181,9 +182,9 @@ def merge_state_floor(spark: SparkSession, config: Config, anchors: DataFrame) -
     """The Delta work of the plan in which the MERGE computes each touched tree's new state
     from the row it matches, so that nothing reads ``pending`` outside it: the MERGE of one
     partial row per anchor of ``anchors``, the rows it wrote read back (their outcomes), and
-    the same three appends as :func:`read_then_merge_floor`'s. Reading the rows back rebuilds the
-    snapshot the MERGE committed, which a micro-batch pays once in either plan (here after its
-    MERGE; in today's plan at the next batch's read). Return each part's seconds and their
+    the same three appends as :func:`read_then_merge_floor`'s. Reading the rows back rebuilds
+    the snapshot the MERGE committed, which a micro-batch pays once in either plan (here after
+    its MERGE; in today's plan at the next batch's read). Return each part's seconds and their
     sum."""
     outputs = _output_tables(spark, config, "merge_state_floor")
     pending = _clone_pending(spark, config, "merge_state_floor_pending")
@@ -231,18 +232,20 @@ def merge_state_floor(spark: SparkSession, config: Config, anchors: DataFrame) -
     return {**parts, "total_s": sum(parts.values())}
 
 
+PLANS = ("read_then_merge", "merge_computes_state")
+"""The two plans' floors, in the order :func:`delta_floors` returns them."""
+
+
 def delta_floors(
     spark: SparkSession, config: Config, anchors: DataFrame, merge_state_first: bool = False
 ) -> dict[str, dict[str, float]]:
-    """Both plans' Delta floors of a micro-batch over ``anchors``, in the order asked (callers
-    alternate it, so that neither always runs on a warmer JVM)."""
-    floors = {
-        "merge_computes_state": lambda: merge_state_floor(spark, config, anchors),
-        "read_then_merge": lambda: read_then_merge_floor(spark, config, anchors),
-    }
-    order = list(floors) if merge_state_first else list(reversed(floors))
-    measured = {plan: floors[plan]() for plan in order}
-    return {plan: measured[plan] for plan in ("read_then_merge", "merge_computes_state")}
+    """Both plans' Delta floors of a micro-batch over ``anchors``, measured in the order asked
+    (callers alternate it, so that neither always runs on a warmer JVM), returned in the order
+    of :data:`PLANS`."""
+    floor_of = {"read_then_merge": read_then_merge_floor, "merge_computes_state": merge_state_floor}
+    order = reversed(PLANS) if merge_state_first else PLANS
+    measured = {plan: floor_of[plan](spark, config, anchors) for plan in order}
+    return {plan: measured[plan] for plan in PLANS}
 
 
 def lower_floor_s(floors: dict[str, dict[str, float]]) -> float:

@@ -336,6 +336,7 @@ def small_batches(
         }
         for plan in runs[0]
     }
+    lower = lower_floor_s(floors)
     median = statistics.median(times)
     figures = {
         "events": sizes.small_batch,
@@ -349,8 +350,8 @@ def small_batches(
         "pending_scans": scans,
         **counted,
         "delta_floors": floors,
-        "delta_floor_s": lower_floor_s(floors),
-        "over_delta_floor": round(median / lower_floor_s(floors), 2),
+        "delta_floor_s": lower,
+        "over_delta_floor": round(median / lower, 2),
     }
     return figures, batch_id
 
@@ -439,7 +440,7 @@ def measure_batches(bench: Bench, sizes: Sizes, figures: Figures) -> None:
     assert bench.sets.unused_seeded <= min(sizes.scaling_pending), "scaling events need more seeds"
     # the same events over every pending size: their dedup floor is measured once
     scaling_dedup = statistics.median(bench.dedup_floor(path) for path, _ in runs)
-    for pending in sizes.scaling_pending:
+    for scale, pending in enumerate(sizes.scaling_pending):
         config = bench.new_acker(pending)
         bench.micro_batch(config, warm_up, 0)
         times = [
@@ -447,7 +448,7 @@ def measure_batches(bench: Bench, sizes: Sizes, figures: Figures) -> None:
             for batch_id, (path, _) in enumerate(runs, start=1)
         ]
         median = statistics.median(times)
-        floors = delta_floors(spark, config, floor_anchors)
+        floors = delta_floors(spark, config, floor_anchors, merge_state_first=scale % 2 == 1)
         delta = lower_floor_s(floors)
         figures.state_scaling.append(
             {

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks.floors import PLANS
 from benchmarks.measurements import Figures
 from benchmarks.targets import TARGETS
 
@@ -179,12 +180,9 @@ def print_command_line(command_line: dict[str, Any]) -> None:
     )
 
 
-_PLANS = ("read_then_merge", "merge_computes_state")
-
-
 def _both_plans(row: dict[str, Any]) -> str:
     """A row's Delta floor in each plan: reading then merging, the MERGE computing the state."""
-    today, merging = (row[f"{plan}_floor_s"] for plan in _PLANS)
+    today, merging = (row[f"{plan}_floor_s"] for plan in PLANS)
     return f"reading then merging {today:.2f} s, the MERGE computing the state {merging:.2f} s"
 
 
@@ -230,7 +228,7 @@ def print_in_process(figures: Figures) -> None:
         f" median {less['median_s']:.2f} s over {less['runs']} runs"
     )
     for batches in (small, less):
-        today, merging = (batches["delta_floors"][plan] for plan in _PLANS)
+        today, merging = (batches["delta_floors"][plan] for plan in PLANS)
         print(
             f"  Delta floors over {batches['pending']:,} pending, medians:"
             f" reading then merging {today['total_s']:.2f} s (touched rows"
