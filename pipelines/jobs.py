@@ -62,10 +62,10 @@ from pipelines.status_record import (
     status_record_path,
 )
 from pipelines.tables import (
+    apply_table_properties,
     attach_tables,
     create_tables,
     needs_upgraded_tables,
-    spread_checkpoints,
     upgrade_tables,
 )
 from pipelines.workload import Event, WorkloadSpec, generate_workload
@@ -134,7 +134,7 @@ def init(spark: SparkSession, config: Config) -> list[str]:
     with writer_lock(config, "init"):
         created = create_tables(spark, config)
         create_lease_table(spark, config)
-        spread_checkpoints(spark, config, [LEASE_TABLE])
+        apply_table_properties(spark, config, [LEASE_TABLE])
         if set(created) == set(TABLES):
             save_run_record(config, engine.START, None)
         return created

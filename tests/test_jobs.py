@@ -24,6 +24,8 @@ from pipelines.tables import (
     CHANGE_FEED_PROPERTY,
     CHECKPOINT_INTERVAL_PROPERTY,
     CHECKPOINT_INTERVALS,
+    STATISTICS_COLUMNS,
+    STATISTICS_COLUMNS_PROPERTY,
     table_location,
     table_property,
 )
@@ -251,6 +253,41 @@ def test_init_gives_each_table_its_checkpoint_interval_and_keeps_one_a_user_set(
     jobs.init(spark, config)
     assert intervals() == {
         table: "5" if table == "ticks" else str(n) for table, n in CHECKPOINT_INTERVALS.items()
+    }
+
+
+def test_the_event_tables_keep_file_statistics_of_the_columns_reads_skip_by(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = make_config(tmp_path / "warehouse")
+    jobs.init(spark, config)
+
+    def statistics_columns() -> dict[str, str | None]:
+        return {
+            table: table_property(spark, config, table, STATISTICS_COLUMNS_PROPERTY)
+            for table in TABLES
+        }
+
+    assert statistics_columns() == {table: STATISTICS_COLUMNS.get(table) for table in TABLES}
+    jobs.append_events(spark, config, [init(1, 7, 0), ack(1, 7, 1_000)])
+    log = table_location(config, "ack_events") / "_delta_log"
+    newest = max(log.glob("*.json"))
+    added = [json.loads(line)["add"] for line in newest.read_text().splitlines() if '"add"' in line]
+    assert added
+    for action in added:
+        statistics = json.loads(action["stats"])
+        assert set(statistics["minValues"]) == set(statistics["maxValues"]) == {"event_time"}
+    # An older acker's table has none; columns a user chose stay.
+    events, held = config.qualified("ack_events"), config.qualified("held_events")
+    spark.sql(f"alter table {events} unset tblproperties ('{STATISTICS_COLUMNS_PROPERTY}')")
+    spark.sql(
+        f"alter table {held} set tblproperties ('{STATISTICS_COLUMNS_PROPERTY}' = 'anchor_id')"
+    )
+    assert table_property(spark, config, "ack_events", STATISTICS_COLUMNS_PROPERTY) is None
+    jobs.init(spark, config)
+    assert statistics_columns() == {
+        table: "anchor_id" if table == "held_events" else STATISTICS_COLUMNS.get(table)
+        for table in TABLES
     }
 
 
