@@ -42,6 +42,7 @@ __all__ = [
     "needs_upgraded_tables",
     "schema_uri",
     "table_location",
+    "table_properties",
     "table_property",
     "table_uri",
     "upgrade_tables",
@@ -235,21 +236,18 @@ def apply_table_properties(spark: SparkSession, config: Config, tables: Collecti
     it creates it: the checkpoint interval (:data:`CHECKPOINT_INTERVALS`) and the columns
     with file statistics (:data:`STATISTICS_COLUMNS`). A value a user set stays."""
     for table in tables:
-        for key, value in _new_table_properties(table).items():
-            _set_where_unset(spark, config, table, key, {"key": key, "value": value})
+        _set_where_unset(spark, config, table, _new_table_properties(table))
 
 
 def _set_where_unset(
-    spark: SparkSession,
-    config: Config,
-    table: str,
-    key: str,
-    literals: dict[str, str],
-    sql_file: str = "set_table_property",
+    spark: SparkSession, config: Config, table: str, properties: dict[str, str]
 ) -> None:
-    """Run ``sql_file``, which sets ``table``'s property ``key``, where the table has none."""
-    if table_property(spark, config, table, key) is None:
-        run_sql(spark, config, sql_file, literals, table=config.qualified(table))
+    """Set each of ``properties`` (by Delta name) that ``table`` has none of."""
+    present = table_properties(spark, config, table)
+    for key, value in properties.items():
+        if key not in present:
+            literals = {"key": key, "value": value}
+            run_sql(spark, config, "set_table_property", literals, table=config.qualified(table))
 
 
 def _has_log(spark: SparkSession, config: Config, table: str) -> bool:
@@ -273,7 +271,7 @@ def create_tables(spark: SparkSession, config: Config) -> list[str]:
     for table in INGESTED_TABLES:
         if table not in created:
             _set_where_unset(
-                spark, config, table, IDEMPOTENCY_WINDOW_PROPERTY, window, "set_idempotency_window"
+                spark, config, table, {IDEMPOTENCY_WINDOW_PROPERTY: IDEMPOTENCY_WINDOW}
             )
     upgrade_tables(spark, config)
     _create_views(spark, config)  # after the upgrade: the views read its columns
@@ -317,8 +315,13 @@ def _missing_columns(spark: SparkSession, config: Config) -> list[tuple[str, str
 
 def table_property(spark: SparkSession, config: Config, table: str, key: str) -> str | None:
     """The value of ``table``'s property ``key`` (``None`` if unset)."""
-    properties = spark.sql(f"show tblproperties {quoted_table(config, table)}").collect()
-    return next((row["value"] for row in properties if row["key"] == key), None)
+    return table_properties(spark, config, table).get(key)
+
+
+def table_properties(spark: SparkSession, config: Config, table: str) -> dict[str, str]:
+    """``table``'s properties, by name."""
+    rows = spark.sql(f"show tblproperties {quoted_table(config, table)}").collect()
+    return {row["key"]: row["value"] for row in rows}
 
 
 def _create_views(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import clock, jobs
+from pipelines.config import Config
 from pipelines.engine import read_position
 from pipelines.errors import CheckpointMismatch, NotInitialised
 from pipelines.jobs import _refusal_in
@@ -222,6 +224,13 @@ def test_a_refusal_from_a_connect_server_is_raised_again_as_its_own_class() -> N
     assert _refusal_in("java.lang.OutOfMemoryError: Java heap space") is None
 
 
+def property_of_each(
+    spark: SparkSession, config: Config, key: str, tables: Iterable[str]
+) -> dict[str, str | None]:
+    """Each of ``tables``' property ``key`` (``None`` where unset)."""
+    return {table: table_property(spark, config, table, key) for table in tables}
+
+
 def test_init_gives_each_table_its_checkpoint_interval_and_keeps_one_a_user_set(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -229,10 +238,7 @@ def test_init_gives_each_table_its_checkpoint_interval_and_keeps_one_a_user_set(
     jobs.init(spark, config)
 
     def intervals() -> dict[str, str | None]:
-        return {
-            table: table_property(spark, config, table, CHECKPOINT_INTERVAL_PROPERTY)
-            for table in (*TABLES, LEASE_TABLE)
-        }
+        return property_of_each(spark, config, CHECKPOINT_INTERVAL_PROPERTY, (*TABLES, LEASE_TABLE))
 
     assert intervals() == {table: str(n) for table, n in CHECKPOINT_INTERVALS.items()}
     # Delta writes no checkpoint at the tenth commit, its own default interval.
@@ -263,10 +269,7 @@ def test_the_event_tables_keep_file_statistics_of_the_columns_reads_skip_by(
     jobs.init(spark, config)
 
     def statistics_columns() -> dict[str, str | None]:
-        return {
-            table: table_property(spark, config, table, STATISTICS_COLUMNS_PROPERTY)
-            for table in TABLES
-        }
+        return property_of_each(spark, config, STATISTICS_COLUMNS_PROPERTY, TABLES)
 
     assert statistics_columns() == {table: STATISTICS_COLUMNS.get(table) for table in TABLES}
     jobs.append_events(spark, config, [init(1, 7, 0), ack(1, 7, 1_000)])
