@@ -65,12 +65,14 @@ from pipelines.tables import log_heads, table_property
 
 __all__ = [
     "CHANGE_FEED_COLUMNS",
+    "MEDIAN_BUCKETS_PER_SKEW",
     "SLICE_SPAN",
     "STAGED_CLOCKS",
     "Stager",
     "drain",
     "due_ticks",
     "event_time_started",
+    "median_event_time_us",
     "owed_ticks",
     "processing_clock",
     "tick_due",
@@ -88,6 +90,12 @@ CHANGE_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 """What Delta's change data feed adds to each row of ``ack_events``."""
 
 _ORIGIN_PROPERTY = "batch_acker.event_time_origin_us"
+
+MEDIAN_BUCKETS_PER_SKEW = 1000
+"""A stream batch's median event time is read from a histogram of buckets this many to
+``max_event_skew_s``: one aggregation whose few rows the driver sums, where Spark's
+``percentile_approx`` took 0.55-0.6 s of a 5-minute cycle and 1.6-4.1 s of an hour's stream
+batch (the histogram 0.2-0.3 s and 0.4-1.1 s, 29 Nov)."""
 
 
 class Stager:
@@ -140,12 +148,31 @@ def _implausible(batch: DataFrame, config: Config) -> Column:
     skew_us = round(config.acker.max_event_skew_s * 1_000_000)
     now_us = _now_us()
     micros = F.unix_micros("event_time")
-    middle = batch.agg(F.percentile_approx(micros, 0.5)).first()
-    median_us = None if middle is None else middle[0]
+    median_us = median_event_time_us(batch, max(1, skew_us // MEDIAN_BUCKETS_PER_SKEW))
     reason = F.when(micros > now_us + skew_us, "event_time_in_future")
     if median_us is not None:
         reason = reason.when(F.abs(micros - median_us) > skew_us, "event_time_far_from_batch")
     return reason
+
+
+def median_event_time_us(batch: DataFrame, width_us: int) -> int | None:
+    """The median event time of ``batch``'s rows that have one, in microseconds since 1970, to
+    within ``width_us`` / 2: the middle of the ``width_us`` bucket that holds it; ``None``
+    without such rows."""
+    micros = F.unix_micros("event_time")
+    buckets = (
+        batch.where(micros.isNotNull())
+        .groupBy(F.floor(micros / width_us).alias("bucket"))
+        .count()
+        .collect()
+    )
+    half = sum(count for _, count in buckets) / 2
+    seen = 0
+    for bucket, count in sorted(tuple(row) for row in buckets):
+        seen += count
+        if seen >= half:
+            return int(bucket) * width_us + width_us // 2
+    return None
 
 
 def _arrival(batch: DataFrame) -> Column:

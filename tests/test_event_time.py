@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import statistics
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +14,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from pipelines import jobs
+from pipelines.clock import median_event_time_us
 from pipelines.errors import CheckpointMismatch, ClockMismatch
 from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
 from pipelines.workload import Event, new_id
@@ -255,6 +257,22 @@ def test_rows_without_an_event_time_wait_for_the_first_row_with_one(acker_factor
     assert [tuple(r) for r in reasons] == [("null_event_time", SECOND_STREAM_BATCH)]
     stamps = acker.table("pending").select("anchor_id", "epoch").orderBy("anchor_id")
     assert [tuple(r) for r in stamps.collect()] == [(B, 0), (C, 1)]
+
+
+@pytest.mark.fast
+def test_a_stream_batch_median_event_time_lies_within_half_a_bucket_of_the_true_one(
+    acker: Harness,
+) -> None:
+    seconds = [10.2, 11.7, 12.1, 30.0, 95.0, 95.4]
+    rows = [(datetime(2026, 1, 1) + timedelta(seconds=s),) for s in seconds] + [(None,)]
+    batch = acker.spark.createDataFrame(rows, "event_time timestamp")
+    true_us = statistics.median_low(round(s * 1_000_000) for s in seconds)
+    origin_us = round(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * 1_000_000)
+    for width_us in (1, 1_000_000, 60_000_000):
+        found = median_event_time_us(batch, width_us)
+        assert found is not None
+        assert abs(found - origin_us - true_us) <= width_us // 2, width_us
+    assert median_event_time_us(batch.where("event_time is null"), 1_000_000) is None
 
 
 def test_events_dated_a_year_off_are_quarantined_and_move_no_clock(acker_factory) -> None:  # type: ignore[no-untyped-def]
