@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -30,6 +31,7 @@ __all__ = [
     "configure_builder",
     "finish_shared_classes",
     "is_connect",
+    "use_utc_times",
 ]
 
 # Settings every acker session needs, whatever the deployment.
@@ -141,6 +143,7 @@ def configure_builder(
 
     Example: ``spark = configure_builder(SparkSession.builder, load_config()).getOrCreate()``.
     """
+    use_utc_times()
     settings = config.spark
     builder = builder.appName(settings.app_name)
     merged = dict(SESSION_DEFAULTS)
@@ -192,6 +195,18 @@ def configure_builder(
     for key, value in merged.items():
         builder = builder.config(key, value)
     return builder
+
+
+def use_utc_times() -> None:
+    """Have this process turn the timestamps a query returns into naive datetimes, and the naive
+    datetimes it hands Spark into timestamps, in UTC. PySpark does both in the process's local
+    zone, while the acker's tables, its session and its naive datetimes are in UTC: in a process
+    whose zone is New York every batch's ``started_at`` was written five hours late, and the
+    writer lease's expiry is read five hours early. A JVM the process starts after this works
+    in UTC too."""
+    if os.environ.get("TZ") != "UTC":
+        os.environ["TZ"] = "UTC"
+        time.tzset()
 
 
 def _session_jars(config: Config) -> list[Path]:

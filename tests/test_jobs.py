@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import calendar
 import json
+import os
 import shutil
 import time
 from collections.abc import Iterable
@@ -21,6 +23,7 @@ from pipelines.errors import CheckpointMismatch, NotInitialised
 from pipelines.jobs import _refusal_in
 from pipelines.lease import LEASE_TABLE
 from pipelines.run_record import take_recorded_position
+from pipelines.session import build_session
 from pipelines.sql import TABLES
 from pipelines.tables import (
     CHANGE_FEED_PROPERTY,
@@ -32,10 +35,33 @@ from pipelines.tables import (
     table_property,
 )
 from pipelines.workload import WorkloadSpec
-from tests.acker_harness import Harness, ack, init, outcome
+from tests.acker_harness import BASE_TIME, Harness, ack, init, outcome
 from tests.conftest import make_config
 
 E1, E2 = 0x0123456789ABCDEF, -0x7654321076543210
+
+
+def test_the_times_a_run_writes_are_utc_whatever_the_zone_of_its_process(acker: Harness) -> None:
+    zone = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        build_session(acker.config)  # as every verb starts; here the session already runs
+        before = time.time()
+        acker.batch(init(1, 5, 0), ack(1, 5, 1_000))
+        after = time.time()
+    finally:
+        if zone is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = zone
+        time.tzset()
+    started = acker.table("batches").select(F.unix_micros("started_at")).first()
+    assert started is not None
+    assert before - 1 <= started[0] / 1e6 <= after + 1
+    first_event = acker.table("ack_events").agg(F.min(F.unix_micros("event_time"))).first()
+    assert first_event is not None
+    assert first_event[0] == calendar.timegm(BASE_TIME.timetuple()) * 1_000_000
 
 
 def test_manual_clock_never_ticks_on_run(acker: Harness) -> None:
