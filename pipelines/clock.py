@@ -15,8 +15,12 @@ time gives.
   this clock is dated at the start of its epoch, so ticks never move the grid, and a run ticks
   what the wall clock owes after its drain (:func:`tick_due`).
 
-The stream over ``ack_events`` only stages its micro-batches in ``held_events`` (one idempotent
-append per stream batch). The drain then applies what is staged in time order:
+The stream over ``ack_events`` stages its micro-batches in ``held_events`` (one idempotent
+append per stream batch), and the drain then applies what is staged in time order. Where a run
+under event_time reads one stream batch and ``held_events`` holds nothing, that batch is drained
+as it arrives, from memory, inside the stream's batch (:class:`Arrivals`), and only what the
+watermark leaves is staged: the rows are not written to ``held_events``, read back and deleted
+again. The drain:
 
 1. the watermark is the latest staged time, minus ``allowed_lateness_s`` under event_time;
 2. at the current epoch ``e``, every staged event of epoch ``e`` or earlier is applied as one
@@ -32,11 +36,18 @@ Exactly once: a slice's batch id is at least ``S * 2**20``, where ``S`` is the n
 stream batch, and the slice holds exactly the staged rows of stream batches up to ``S`` in
 epochs up to its own. So a drain first applies again a slice a crash interrupted (the same
 rows under the same id) and removes the rows of the last committed slice if a crash came
-between its commit and their removal.
+between its commit and their removal. A stream batch drained as it arrives is committed by the
+stream only after its drain and its staging of what is left: a crash before that has the next
+run read it again, with the same rows, of which the drain leaves out those of the epochs its
+committed slices applied, or, where what was left is staged already, stage nothing and drain
+``held_events`` as usual.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -61,20 +72,23 @@ from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWi
 from pipelines.faults import crash_point
 from pipelines.lease import check_lease, dml_fence
 from pipelines.sql import row_as, run_sql
-from pipelines.tables import log_heads, table_property
+from pipelines.tables import local_log, log_heads, table_property
 
 __all__ = [
     "CHANGE_FEED_COLUMNS",
     "MEDIAN_BUCKETS_PER_SKEW",
     "SLICE_SPAN",
     "STAGED_CLOCKS",
+    "Arrivals",
     "Stager",
     "drain",
+    "drain_arriving",
     "due_ticks",
     "event_time_started",
     "median_event_time_us",
     "owed_ticks",
     "processing_clock",
+    "staged_rows",
     "tick_due",
     "tick_on_clock",
     "wall_clock",
@@ -108,23 +122,18 @@ class Stager:
         self.position = position
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
-        spark = batch.sparkSession
-        if "_change_type" in batch.columns:  # an append-only table's feed holds only inserts
-            batch = batch.where(F.col("_change_type") == "insert")
+        self.stage(staged_rows(batch, batch_id, self.config), batch_id)
+
+    def stage(self, staged: DataFrame, batch_id: int) -> None:
+        """Append ``staged`` (:func:`staged_rows` of stream batch ``batch_id``) to
+        ``held_events``, once."""
+        spark = staged.sparkSession
         # Delta skips the append of a stream batch staged before: a crash's replay of the last
         # one, or an older one from a checkpoint rolled back. Where the log's head shows whether
         # it skipped, only a skipped append is checked (two statements of a new process).
         before = log_heads(self.config, ("held_events",))
         if before is None:
             self._check_not_older(spark, batch_id)
-        staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
-        if self.config.acker.clock == "event_time":
-            staged = staged.withColumn("quarantine_reason", _implausible(batch, self.config))
-            staged = staged.withColumn("arrived_at", F.lit(None).cast("timestamp"))
-        else:
-            staged = staged.withColumn("quarantine_reason", F.lit(None).cast("string"))
-            staged = staged.withColumn("arrived_at", _arrival(batch))
-        staged = staged.drop(*CHANGE_FEED_COLUMNS)
         engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
         if before is not None and log_heads(self.config, ("held_events",)) == before:
             self._check_not_older(spark, batch_id)
@@ -138,6 +147,79 @@ class Stager:
                 f"checkpoint {self.config.checkpoint_uri} was rolled back or replaced; its "
                 "events would be applied twice"
             )
+
+
+class Arrivals:
+    """The event_time clock's part of a run's stream: each stream batch drained as it arrives
+    (:func:`drain_arriving`), its rows kept in memory rather than staged and read back, where
+    ``held_events`` holds no row of an earlier stream batch; else staged, as :class:`Stager`
+    does, for the drain after the stream. ``position`` is where the acker stands; ``ticks``
+    the drains' ticks."""
+
+    def __init__(
+        self, config: Config, position: Position, progress: Progress | None, settled: bool
+    ) -> None:
+        self.config = config
+        self.position = position
+        self.progress = progress
+        self.settled = settled
+        self.ticks: list[TickResult] = []
+        self.drained = False
+        """Whether a stream batch was drained as it arrived."""
+        self.staged = False
+        """Whether a stream batch was staged for the drain after the stream."""
+        self._held = False
+
+    def apply(self, batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        rows = staged_rows(batch, batch_id, self.config)
+        if self._held or not _holds_nothing(spark, self.config):
+            Stager(self.config, self.position).stage(rows, batch_id)
+            self._held = self.staged = True
+            return
+        newest = max(self.position.last_batch_id, self.position.started_batch_id or -1)
+        if newest >= SLICE_SPAN and batch_id < newest // SLICE_SPAN:
+            raise CheckpointMismatch(
+                f"micro-batch {batch_id} is older than the last staged batch "
+                f"{newest // SLICE_SPAN}: the checkpoint {self.config.checkpoint_uri} was "
+                "rolled back or replaced; its events would be applied twice"
+            )
+        rows = rows.localCheckpoint()
+        crash_point("stage:kept", batch_id)
+        ticks, self.position, self._held = drain_arriving(
+            spark, self.config, self.position, self.progress, self.settled, rows, batch_id
+        )
+        self.ticks += ticks
+        self.settled = self.drained = True
+
+
+def _holds_nothing(spark: SparkSession, config: Config) -> bool:
+    """Whether ``held_events`` holds no row: from the checksum file of its newest commit where
+    its log is local and that file says it holds no file, else by Delta's count."""
+    heads = log_heads(config, ("held_events",))
+    log = local_log(config, "held_events")
+    if heads is not None and log is not None:
+        checksum = log / heads[0][0].replace(".json", ".crc")
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(checksum.read_text()).get("numFiles") == 0:
+                return True
+    return spark.table(config.qualified("held_events")).count() == 0
+
+
+def staged_rows(batch: DataFrame, batch_id: int, config: Config) -> DataFrame:
+    """Stream batch ``batch_id``'s rows as ``held_events`` holds them: with their stream batch,
+    under event_time the reason a time must not move the clock, under processing_time when
+    each row arrived."""
+    if "_change_type" in batch.columns:  # an append-only table's feed holds only inserts
+        batch = batch.where(F.col("_change_type") == "insert")
+    staged = batch.withColumn("stream_batch_id", F.lit(batch_id).cast("bigint"))
+    if config.acker.clock == "event_time":
+        staged = staged.withColumn("quarantine_reason", _implausible(batch, config))
+        staged = staged.withColumn("arrived_at", F.lit(None).cast("timestamp"))
+    else:
+        staged = staged.withColumn("quarantine_reason", F.lit(None).cast("string"))
+        staged = staged.withColumn("arrived_at", _arrival(batch))
+    return staged.drop(*CHANGE_FEED_COLUMNS)
 
 
 def _implausible(batch: DataFrame, config: Config) -> Column:
@@ -303,9 +385,98 @@ def _slice_bounds(scale: EpochScale, slice_id: int, through: int) -> dict[str, A
     }
 
 
+class _Staged:
+    """Where a drain finds the staged rows: ``held_events``, whose applied rows a DELETE
+    removes."""
+
+    def __init__(self, spark: SparkSession, config: Config) -> None:
+        self.spark = spark
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        """What the statements read as ``:held_events``."""
+        return self.config.qualified("held_events")
+
+    def remove(self, bounds: dict[str, Any]) -> None:
+        """Remove the rows ``bounds`` name (:func:`_slice_bounds`): a slice's, once applied."""
+        with dml_fence(self.spark, self.config):
+            run_sql(self.spark, self.config, "delete_held_slice", **bounds).collect()
+
+
+class _Arriving(_Staged):
+    """A stream batch's staged rows (:func:`staged_rows`), kept in memory while a drain applies
+    them as they arrive, where ``held_events`` holds no row of an earlier stream batch: a
+    slice's rows leave by a filter, not a DELETE, and only what the drain leaves is appended to
+    ``held_events`` (:meth:`stage_rest`). Until the stream commits the batch, a crash has it
+    read again from ``ack_events``, with the same rows."""
+
+    _views = itertools.count()
+
+    def __init__(
+        self, spark: SparkSession, config: Config, rows: DataFrame, stream_batch_id: int
+    ) -> None:
+        super().__init__(spark, config)
+        self.stream_batch_id = stream_batch_id
+        self.rows = rows
+        self.views: list[str] = []
+        self._show(rows)
+
+    @property
+    def name(self) -> str:
+        return self.views[-1]
+
+    def _show(self, rows: DataFrame) -> None:
+        # A view of its own for each state of the rows: a view defined over itself would be
+        # recursive.
+        view = f"arriving_stream_batch_{self.stream_batch_id}_{next(self._views)}"
+        rows.createOrReplaceTempView(view)
+        self.rows = rows
+        self.views.append(view)
+
+    def remove(self, bounds: dict[str, Any]) -> None:
+        self._show(
+            run_sql(
+                self.spark, self.config, "select_held_remainder", held_events=self.name, **bounds
+            )
+        )
+
+    def forget_committed(self, scale: EpochScale | None, position: Position) -> None:
+        """Leave out the rows a slice of this stream batch applied before a crash stopped the
+        run that read it first: the rows of epochs up to the last committed slice's, which
+        ``held_events`` would no longer hold."""
+        last = position.last_batch_id
+        if scale is None or last < SLICE_SPAN or last // SLICE_SPAN != self.stream_batch_id:
+            return
+        self.remove(_slice_bounds(scale, last, _committed_through(self.spark, self.config, last)))
+
+    def stage_rest(self, left: _Held) -> bool:
+        """Append the rows the drain left (``left``, its summary of them) to ``held_events``,
+        once per stream batch; whether there were any."""
+        if left.rows == 0:
+            return False
+        engine.append_idempotent(
+            self.rows, self.config, "held_events", "stage", self.stream_batch_id
+        )
+        crash_point("stage:appended", self.stream_batch_id)
+        return True
+
+    def close(self) -> None:
+        for view in self.views:
+            self.spark.catalog.dropTempView(view)
+
+
+def _committed_through(spark: SparkSession, config: Config, slice_id: int) -> int:
+    """The last epoch of committed slice ``slice_id``'s pass."""
+    logged = engine.committed_batch(spark, config, slice_id)
+    assert logged is not None  # read_position found it committed
+    return logged.epoch if logged.through_epoch is None else logged.through_epoch
+
+
 def _apply_slice(
     spark: SparkSession,
     config: Config,
+    staged: _Staged,
     scale: EpochScale,
     position: Position,
     slice_id: int,
@@ -313,31 +484,33 @@ def _apply_slice(
 ) -> BatchResult | None:
     """Apply the staged events of stream batches up to ``slice_id // SLICE_SPAN`` in epochs up
     to ``through`` (each in its own epoch, those of earlier epochs in the current one) as
-    micro-batch ``slice_id``; then remove them from ``held_events``. The caller knows there are
+    micro-batch ``slice_id``; then remove them from ``staged``. The caller knows there are
     some (epochs without events need no micro-batch). ``None`` if the slice was committed with
     the same rows. Raises :class:`PassTooWide` as ``process_batch`` does, having changed
     nothing."""
     bounds = _slice_bounds(scale, slice_id, through)
-    events = run_sql(spark, config, "select_held_slice", first_epoch=position.epoch, **bounds)
+    events = run_sql(
+        spark,
+        config,
+        "select_held_slice",
+        held_events=staged.name,
+        first_epoch=position.epoch,
+        **bounds,
+    )
     result = process_batch(spark, config, events, slice_id, position, through)
-    with dml_fence(spark, config):
-        run_sql(spark, config, "delete_held_slice", **bounds).collect()
+    staged.remove(bounds)
     return result
 
 
 def _finish_committed_slice(
-    spark: SparkSession, config: Config, scale: EpochScale, position: Position
+    spark: SparkSession, config: Config, staged: _Staged, scale: EpochScale, position: Position
 ) -> int:
     """Remove the rows of the last committed slice, if a crash left them staged; return the
     epoch its ticks must reach (a pass's last epoch, whose ticks a crash may have stopped)."""
     if position.last_batch_id < SLICE_SPAN:
         return position.epoch
-    logged = engine.committed_batch(spark, config, position.last_batch_id)
-    assert logged is not None  # read_position found it committed
-    through = logged.epoch if logged.through_epoch is None else logged.through_epoch
-    bounds = _slice_bounds(scale, position.last_batch_id, through)
-    with dml_fence(spark, config):
-        run_sql(spark, config, "delete_held_slice", **bounds).collect()
+    through = _committed_through(spark, config, position.last_batch_id)
+    staged.remove(_slice_bounds(scale, position.last_batch_id, through))
     return max(position.epoch, through)
 
 
@@ -355,13 +528,45 @@ def drain(
     one of its own, where the guard applies exactly. ``settled``: the last drain ended (the run
     record says so, or this process ran it), so no applied row is left staged and no pass's
     ticks are missing. The caller holds the writer lock."""
+    _check_started_slice(config, position)
+    ticks, position, _ = _Drain(spark, config, position, progress, _Staged(spark, config)).run(
+        settled
+    )
+    return ticks, position
+
+
+def _check_started_slice(config: Config, position: Position) -> None:
+    """Refuse to drain where a micro-batch another clock started is unfinished."""
     started = position.started_batch_id
     if started is not None and started < SLICE_SPAN:
         raise ClockMismatch(
             f"micro-batch {started} was interrupted under another clock: run `acker run` "
             f"with that clock to finish it before changing acker.clock to {config.acker.clock!r}"
         )
-    return _Drain(spark, config, position, progress).run(settled)
+
+
+def drain_arriving(
+    spark: SparkSession,
+    config: Config,
+    position: Position,
+    progress: Progress | None,
+    settled: bool,
+    rows: DataFrame,
+    stream_batch_id: int,
+) -> tuple[list[TickResult], Position, bool]:
+    """:func:`drain` over stream batch ``stream_batch_id``'s staged rows (:func:`staged_rows`,
+    checkpointed), kept in memory, where ``held_events`` holds no row of an earlier stream
+    batch; the rows the watermark does not yet allow are then staged in ``held_events``. Return
+    the ticks, where the acker then stands, and whether any rows were staged."""
+    _check_started_slice(config, position)
+    arriving = _Arriving(spark, config, rows, stream_batch_id)
+    try:
+        draining = _Drain(spark, config, position, progress, arriving)
+        arriving.forget_committed(draining.scale, position)
+        ticks, position, left = draining.run(settled)
+        return ticks, position, arriving.stage_rest(left)
+    finally:
+        arriving.close()
 
 
 @dataclass(frozen=True)
@@ -440,11 +645,13 @@ class _Drain:
         config: Config,
         position: Position,
         progress: Progress | None,
+        staged: _Staged,
     ) -> None:
         self.spark = spark
         self.config = config
         self.position = position
         self.progress = progress
+        self.staged = staged
         self.ticks: list[TickResult] = []
         self.lateness_us = 0
         self.scale: EpochScale | None
@@ -462,13 +669,16 @@ class _Drain:
             )
             self.grid = self.scale
 
-    def run(self, settled: bool) -> tuple[list[TickResult], Position]:
+    def run(self, settled: bool) -> tuple[list[TickResult], Position, _Held]:
+        """The ticks, where the acker then stands, and what is left staged."""
         started = self.position.started_batch_id
         # What a crash may have left of the last slice (none before the scale is fixed): its
         # rows, its pass's ticks.
         if self.scale is not None and started is None and not settled:
             self.tick_to(
-                _finish_committed_slice(self.spark, self.config, self.scale, self.position)
+                _finish_committed_slice(
+                    self.spark, self.config, self.staged, self.scale, self.position
+                )
             )
         crowded_limit: int | None = None
         held = self.held(started)
@@ -503,7 +713,13 @@ class _Drain:
             try:
                 result = (
                     _apply_slice(
-                        self.spark, self.config, self.scale, self.position, slice_id, through
+                        self.spark,
+                        self.config,
+                        self.staged,
+                        self.scale,
+                        self.position,
+                        slice_id,
+                        through,
                     )
                     if held.in_slice(self.scale, through)
                     else None
@@ -522,12 +738,12 @@ class _Drain:
                 self.tick_to(through)
                 held = self.held(started)
                 continue
-            if self.position.epoch >= watermark_epoch:
-                break
             # What the pass left staged: the next pass's rows, and the epoch its ticks reach.
             held = held.after(self.scale, through)
+            if self.position.epoch >= watermark_epoch:
+                break
             self.tick_to(max(self.next_epoch(held.earliest_us, watermark_epoch), through))
-        return self.ticks, self.position
+        return self.ticks, self.position, held
 
     def held(self, started: int | None) -> _Held:
         """What ``held_events`` holds, by epoch; up to the interrupted slice's stream batch, if
@@ -539,6 +755,7 @@ class _Drain:
             self.spark,
             self.config,
             "summarize_held_events",
+            held_events=self.staged.name,
             stream_batch_id=None if started is None else started // SLICE_SPAN,
             origin_us=origin_us,
             interval_us=_interval_us(self.config),

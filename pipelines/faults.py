@@ -22,6 +22,7 @@ PAUSE_ENV = "ACKER_PAUSE_AT"
 CRASH_LOG_ENV = "ACKER_CRASH_LOG"
 
 CRASH_POINTS = (
+    "stage:kept",
     "stage:appended",
     "batch:aggregated",
     "batch:completed",

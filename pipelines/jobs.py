@@ -20,6 +20,7 @@ from pipelines import engine
 from pipelines.clock import (
     SLICE_SPAN,
     STAGED_CLOCKS,
+    Arrivals,
     Stager,
     drain,
     event_time_started,
@@ -49,7 +50,12 @@ from pipelines.errors import (
 from pipelines.ingest import ACK_EVENTS_SCHEMA, IngestReport, ingest
 from pipelines.lease import LEASE_TABLE, check_lease, create_lease_table
 from pipelines.lock import writer_lock
-from pipelines.run_record import FileKey, save_run_record, take_recorded_position
+from pipelines.run_record import (
+    FileKey,
+    save_run_record,
+    take_recorded_position,
+    unread_files,
+)
 from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sql_figures
 from pipelines.status_record import (
@@ -255,11 +261,16 @@ _MISSING_CHANGE_DATA = "DELTA_MISSING_CHANGE_DATA"
 
 
 def _process_available(
-    spark: SparkSession, config: Config, progress: Progress, position: Position
+    spark: SparkSession,
+    config: Config,
+    progress: Progress,
+    position: Position,
+    applier: BatchApplier | Stager | Arrivals | None = None,
 ) -> Position:
-    """Run the stream over what ``ack_events`` holds now, from ``position``; return where the
-    acker then stands."""
-    applier = _stream_applier(config, position)
+    """Run the stream over what ``ack_events`` holds now, from ``position``, each micro-batch
+    applied by ``applier`` (by default :func:`_stream_applier`'s); return where the acker then
+    stands."""
+    applier = applier or _stream_applier(config, position)
     # Over Spark Connect the micro-batches run in a Python worker on the server, where the
     # caller's progress cannot reach: it hears of them from the batch log once the stream ends.
     connect = is_connect(spark)
@@ -372,13 +383,34 @@ def run(
     heard = _Heard(progress)
     with writer_lock(config, "run"):
         position, finished, settled = _resume(spark, config, heard)
-        position = _process_available(spark, config, heard, position)
-        ticks: list[TickResult] = []
-        if config.acker.clock in STAGED_CLOCKS:
-            ticks, position = drain(spark, config, position, heard, settled)
+        arrivals = (
+            Arrivals(config, position, heard, settled) if _drains_arrivals(spark, config) else None
+        )
+        position = _process_available(spark, config, heard, position, arrivals)
+        ticks = [] if arrivals is None else arrivals.ticks
+        # The drain after the stream applies what was staged, and, where no stream batch
+        # arrived, what earlier runs left staged.
+        if config.acker.clock in STAGED_CLOCKS and (
+            arrivals is None or arrivals.staged or not arrivals.drained
+        ):
+            settled = settled or (arrivals is not None and arrivals.drained)
+            drained, position = drain(spark, config, position, heard, settled)
+            ticks = ticks + drained
         ticked, position = tick_due(spark, config, position, heard)
         _record_where_it_stands(spark, config, position, ingested)
         return _run_report(heard.batches, finished + ticks + ticked)
+
+
+def _drains_arrivals(spark: SparkSession, config: Config) -> bool:
+    """Whether a run drains its stream batch as it arrives (:class:`Arrivals`): under
+    event_time, where the stream will read one batch (it has no more unread files of
+    ``ack_events`` than one batch takes), so that the drain applies what a drain after the
+    stream would; not over Spark Connect, whose server runs the stream's batches out of reach
+    of this run's progress."""
+    if config.acker.clock != "event_time" or is_connect(spark):
+        return False
+    files = unread_files(config)
+    return files is not None and files <= config.acker.max_files_per_batch
 
 
 def _record_where_it_stands(

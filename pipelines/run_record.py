@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -46,6 +47,7 @@ __all__ = [
     "save_run_record",
     "take_recorded_position",
     "unread_events",
+    "unread_files",
 ]
 
 FileKey = tuple[str, int, int]
@@ -64,6 +66,9 @@ def file_keys(paths: Sequence[str | Path]) -> list[FileKey] | None:
         return None
     return [(str(path), stat.st_size, stat.st_mtime_ns) for path, stat in stats]
 
+
+# A Delta checkpoint of the log: the commits before it may since have been cleaned up.
+_CHECKPOINT_FILE = re.compile(r"\d{20}\.checkpoint(\.\d+\.\d+)?\.parquet")
 
 # What a run must read of ack_events is told by the stream's offset of it. Every other table,
 # quarantine too (a micro-batch may have written its rows and no others when it stopped), must
@@ -202,11 +207,30 @@ def unread_events(config: Config) -> int:
     records as added by the commits from the stream's last offset on (all of them before its
     first run), from the files' statistics; 0 where the log is not a local folder, or does not
     say (a commit without statistics counts nothing)."""
+    commits = _unread_commits(config)
+    return 0 if commits is None else sum(_rows_added(commit) for commit in commits)
+
+
+def unread_files(config: Config) -> int | None:
+    """At least how many files of ``ack_events`` the stream has not read, as for
+    :func:`unread_events` (files a stream reads: those its commits add as new data); ``None``
+    where that cannot be told from the log (not a local folder, or a first run on a log whose
+    oldest commits a checkpoint replaced)."""
+    commits = _unread_commits(config, whole=True)
+    if commits is None:
+        return None
+    return sum(len(_added(commit)) for commit in commits)
+
+
+def _unread_commits(config: Config, whole: bool = False) -> list[Path] | None:
+    """The commit files of ``ack_events`` from the stream's last offset on (a first run's: all
+    of them), or ``None`` where the log is not a local folder this process reads, or, if
+    ``whole``, where it may lack early commits a first run reads (a checkpoint replaced them)."""
     log = local_log(config, "ack_events")
     if log is None:
-        return 0
+        return None
     checkpoint = config.checkpoint_path
-    first_unread = 0
+    first_unread: int | None = None
     with contextlib.suppress(FileNotFoundError):
         started = [int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit()]
         if started:
@@ -214,22 +238,34 @@ def unread_events(config: Config) -> int:
             version = None if offset is None else offset.get("reservoirVersion")
             first_unread = version if isinstance(version, int) else 0
     try:
-        commits = os.listdir(log)
+        names = os.listdir(log)
     except FileNotFoundError:
-        return 0
-    return sum(
-        _rows_added(log / commit)
-        for commit in commits
-        if COMMIT_FILE.fullmatch(commit) and int(commit[:20]) >= first_unread
-    )
+        return None
+    if whole and first_unread is None and any(map(_CHECKPOINT_FILE.fullmatch, names)):
+        return None
+    return [
+        log / name
+        for name in names
+        if COMMIT_FILE.fullmatch(name) and int(name[:20]) >= (first_unread or 0)
+    ]
+
+
+def _added(commit: Path) -> list[dict[str, Any]]:
+    """The files a Delta commit file adds as new data."""
+    added = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add")
+            if add and add.get("dataChange", True):
+                added.append(add)
+    return added
 
 
 def _rows_added(commit: Path) -> int:
     """The rows a Delta commit file adds, by its files' statistics (0 for a file without)."""
     rows = 0
-    with contextlib.suppress(OSError, ValueError):
-        for line in commit.read_text().splitlines():
-            add = json.loads(line).get("add")
-            if add and add.get("dataChange", True) and add.get("stats"):
+    with contextlib.suppress(ValueError):
+        for add in _added(commit):
+            if add.get("stats"):
                 rows += int(json.loads(add["stats"]).get("numRecords", 0))
     return rows

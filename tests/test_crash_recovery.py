@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -34,7 +35,7 @@ from pipelines import jobs
 from pipelines.cli import main
 from pipelines.clock import SLICE_SPAN
 from pipelines.config import Config, WriterSettings
-from pipelines.engine import BatchResult, Position, TickResult, read_position
+from pipelines.engine import START, BatchResult, Position, TickResult, read_position
 from pipelines.faults import CRASH_ENV, CRASH_LOG_ENV, CRASH_POINTS, PAUSE_ENV
 from pipelines.run_record import save_run_record
 from pipelines.sql import TABLES
@@ -49,6 +50,7 @@ from tests.acker_harness import (
     copy_warehouse,
     fail,
     init,
+    read_table,
     write_conf,
 )
 from tests.conftest import make_config
@@ -65,11 +67,13 @@ TICK_POINTS = [p for p in CRASH_POINTS if p.startswith("tick:")]
 STAGE_POINTS = [p for p in CRASH_POINTS if p.startswith("stage:")]
 CRASHED_STREAM_BATCH, CRASHED_BATCH, CRASHED_TICK = 1, SLICE_SPAN, 2
 # Runs killed in turn at one step per kind of write, each a new process of about a minute: the
-# staging append, an outcome append (the four outputs' appends are one code path), the MERGE
-# and the batch's commit row; a tick's expired rows, its deletes and its commit row. The random
-# crash soak below may kill a run at any step.
+# stream batch kept in memory (the template's run drains it as it arrives), an outcome append
+# (the four outputs' appends are one code path), the MERGE and the batch's commit row; a tick's
+# expired rows, its deletes and its commit row. The staging append is killed where a watermark
+# leaves rows staged (below), and the random crash soak below may kill a run at any step.
+LEFT_STAGED = "stage:appended"
 KILLED_IN_TURN = (
-    ("stage:appended", "batch:completed", "batch:merged", "batch:committed"),
+    ("stage:kept", "batch:completed", "batch:merged", "batch:committed"),
     ("tick:expired", "tick:deleted", "tick:committed"),
 )
 
@@ -110,14 +114,16 @@ def clone(
     position: Position,
     destination: Path,
     schema: str | None = None,
+    semantics: dict[str, Any] = SEMANTICS,
 ) -> tuple[Config, Path]:
     """Copy a warehouse (tables and stream checkpoint) under a new schema name, with the run
     record the last run left there (``position``): the next run takes it, as a scheduled run
     does, rather than reading it cold from nine tables (20-30 s of a new process). Attach it."""
-    config = make_config(destination / "warehouse", schema, **SEMANTICS)
+    config = make_config(destination / "warehouse", schema, **semantics)
     copy_warehouse(source, config)
     checkpoints = config.warehouse_path / "_checkpoints"
-    (checkpoints / source.warehouse.schema).rename(checkpoints / config.warehouse.schema)
+    if (checkpoints / source.warehouse.schema).exists():  # a warehouse that has run
+        (checkpoints / source.warehouse.schema).rename(checkpoints / config.warehouse.schema)
     shutil.rmtree(config.warehouse_path / "_locks", ignore_errors=True)
     jobs.open_tables(spark, config)
     save_run_record(config, position, None)
@@ -242,8 +248,10 @@ def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spa
     assert batch["through_epoch"] > batch["epoch"]
     assert template.expired_at_crashed_tick > 0
     assert_resolved_once(spark, template.reference)
-    # every step the cases below kill a run at, the uninterrupted run passed
-    assert {crash_target(point) for point in CRASH_POINTS} <= set(template.reached)
+    # every step the cases below kill a run at, the uninterrupted run passed; it left nothing
+    # staged
+    assert {crash_target(p) for p in CRASH_POINTS if p != LEFT_STAGED} <= set(template.reached)
+    assert crash_target(LEFT_STAGED) not in template.reached
 
 
 @pytest.mark.parametrize("points", KILLED_IN_TURN, ids=["micro-batch", "tick"])
@@ -268,6 +276,31 @@ def test_killed_at_each_step_in_turn_then_run_again_equals_the_uninterrupted_run
     recovered = read_position(spark, config)
     assert (recovered.started_batch_id, recovered.unfinished_tick) == (None, None)
     assert_same_tables(spark, config, template.reference)
+    assert_resolved_once(spark, config)
+
+
+def test_killed_after_staging_what_its_watermark_leaves_then_run_again_equals_the_uninterrupted_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # An epoch of lateness: the events of the last epoch stay staged for the next run.
+    semantics = {**SEMANTICS, "allowed_lateness_s": SEMANTICS["tick_interval_s"]}
+    source = make_config(tmp_path / "source", **semantics)
+    create_tables(spark, source)
+    batches = micro_batches(WorkloadSpec(trees=40, batches=2, seed=17, start=BASE_TIME))
+    append_micro_batch(spark, source, batches[0] + batches[1])  # one file: one stream batch
+    reference, reference_conf = clone(spark, source, START, tmp_path / "reference", None, semantics)
+    assert main(["run", "--conf", str(reference_conf)]) == 0
+    left = read_table(spark, reference, "held_events")
+    assert left.count() > 0 and {row[0] for row in left.select("stream_batch_id").collect()} == {0}
+
+    config, conf = clone(spark, source, START, tmp_path / "crashed", None, semantics)
+    assert run_acker(conf, crash_at=f"{LEFT_STAGED}@0") == -signal.SIGKILL
+    half_done = read_position(spark, config)
+    assert (half_done.last_batch_id, half_done.started_batch_id) == (0, None)
+    # The stream did not commit its batch: the next run reads it again, finds the rows the
+    # watermark left already staged, and applies nothing twice.
+    assert main(["run", "--conf", str(conf)]) == 0
+    assert_same_tables(spark, config, reference)
     assert_resolved_once(spark, config)
 
 

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pipelines import jobs
 from pipelines.clock import median_event_time_us
 from pipelines.errors import CheckpointMismatch, ClockMismatch
+from pipelines.run_record import unread_files
 from pipelines.tables import CHANGE_FEED_PROPERTY, table_location
 from pipelines.workload import Event, new_id
 from tests.acker_harness import (
@@ -86,6 +87,30 @@ def test_a_pass_applies_a_backfill_s_epochs_at_once_as_epoch_by_epoch_would(acke
         "batch_id", "status", "epoch", "through_epoch", "events_in", "late", "completed"
     )
     assert [tuple(r) for r in batches.collect()] == [(0, "committed", 0, 3, 5, 1, 1)]
+
+
+def test_a_run_of_one_stream_batch_applies_it_without_staging_it(acker_factory) -> None:  # type: ignore[no-untyped-def]
+    acker: Harness = acker_factory(clock="event_time", tick_interval_s=10.0)
+
+    def held_writes() -> list[str]:
+        history = acker.spark.sql(f"describe history {acker.config.qualified('held_events')}")
+        rows = history.where("operation in ('WRITE', 'DELETE')").orderBy("version").collect()
+        return [row["operation"] for row in rows]
+
+    # One file, one stream batch, nothing held from before: its rows never pass through
+    # held_events, and the outcomes are those of the pass above.
+    _backfill_two_trees(acker, completed_by=0, expired_by=0)
+    assert held_writes() == []
+    assert unread_files(acker.config) == 0
+    # Two files a stream batch each: both are staged, and the drain after the stream applies
+    # them in one micro-batch, then removes them.
+    jobs.append_events(acker.spark, acker.config, [init(C, E3, 41_000)])
+    jobs.append_events(acker.spark, acker.config, [ack(C, E3, 42_000)])
+    assert unread_files(acker.config) == 2
+    staged = replace(acker.config, acker=replace(acker.config.acker, max_files_per_batch=1))
+    report = jobs.run(acker.spark, staged)
+    assert (report.batches, report.completed) == (1, 1)
+    assert held_writes() == ["WRITE", "WRITE", "DELETE"]
 
 
 def slow_trees_and_late_inits(seed: int, count: int, interval_s: int) -> list[Event]:
