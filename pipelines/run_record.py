@@ -224,15 +224,21 @@ def unread_files(config: Config) -> int | None:
 
 def _unread_commits(config: Config, whole: bool = False) -> list[Path] | None:
     """The commit files of ``ack_events`` from the stream's last offset on (a first run's: all
-    of them), or ``None`` where the log is not a local folder this process reads, or, if
-    ``whole``, where it may lack early commits a first run reads (a checkpoint replaced them)."""
+    of them), or ``None`` where the log is not a local folder this process reads. If ``whole``,
+    from the last offset the stream committed, so that a batch it started and will read again
+    counts too, and ``None`` where the log may lack early commits a first run reads (a
+    checkpoint replaced them)."""
     log = local_log(config, "ack_events")
     if log is None:
         return None
     checkpoint = config.checkpoint_path
     first_unread: int | None = None
     with contextlib.suppress(FileNotFoundError):
-        started = [int(name) for name in os.listdir(checkpoint / "offsets") if name.isdigit()]
+        started = [
+            int(name)
+            for name in os.listdir(checkpoint / ("commits" if whole else "offsets"))
+            if name.isdigit()
+        ]
         if started:
             offset = _last_offset(checkpoint, max(started))
             version = None if offset is None else offset.get("reservoirVersion")
