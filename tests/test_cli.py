@@ -26,9 +26,10 @@ from pipelines.cli import _log_progress, _one_line, main
 from pipelines.config import parse_config
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
-from pipelines.run_record import nothing_to_run, unread_events
+from pipelines.run_record import nothing_to_run, unread_events, unread_files
 from pipelines.sql import TABLES, VIEWS
 from pipelines.status_record import REFRESH_WINDOW_S, status_record_path
+from pipelines.tables import table_location
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
@@ -512,3 +513,44 @@ def test_writing_a_class_data_archive_removes_those_unused_for_30_days(tmp_path:
 
     assert jvm_options(folder / "new.jsa").startswith("-XX:ArchiveClassesAtExit=")
     assert sorted(path.name for path in folder.iterdir()) == ["other.txt", "used-lately.jsa"]
+
+
+@pytest.mark.fast
+def test_the_files_a_run_s_stream_will_read_are_counted_from_its_last_committed_offset(
+    tmp_path: Path,
+) -> None:
+    config = make_config(tmp_path / "warehouse")
+    log = table_location(config, "ack_events") / "_delta_log"
+    log.mkdir(parents=True)
+
+    def commit(version: int, *adds: bool) -> None:
+        actions = [{"commitInfo": {}}] + [
+            {"add": {"path": f"part-{version}-{n}.parquet", "dataChange": data_change}}
+            for n, data_change in enumerate(adds)
+        ]
+        (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+    def offset(batch: int, version: int, committed: bool) -> None:
+        for folder in ("offsets", "commits") if committed else ("offsets",):
+            (config.checkpoint_path / folder).mkdir(parents=True, exist_ok=True)
+        source = {"sourceVersion": 1, "reservoirVersion": version, "index": -1}
+        lines = ["v1", "{}", json.dumps(source)]
+        (config.checkpoint_path / "offsets" / str(batch)).write_text("\n".join(lines) + "\n")
+        if committed:
+            (config.checkpoint_path / "commits" / str(batch)).write_text("v1\n{}\n")
+
+    commit(0)  # the table's creation
+    commit(1, True, True)
+    commit(2, True, False)  # a compaction's file is no new data
+    assert unread_files(config) == 3  # a first run reads them all
+    offset(0, 3, committed=True)
+    commit(3, True)
+    assert unread_files(config) == 1
+    # A batch started before a crash is read again with what came after it.
+    offset(1, 4, committed=False)
+    commit(4, True, True)
+    assert unread_files(config) == 3
+    # A first run on a log whose early commits a checkpoint may have replaced: not told.
+    shutil.rmtree(config.checkpoint_path)
+    (log / f"{3:020d}.checkpoint.parquet").write_bytes(b"")
+    assert unread_files(config) is None
