@@ -140,13 +140,17 @@ class Stager:
         crash_point("stage:appended", batch_id)
 
     def _check_not_older(self, spark: SparkSession, batch_id: int) -> None:
-        newest = _newest_staged(spark, self.config)
-        if batch_id < newest:
-            raise CheckpointMismatch(
-                f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
-                f"checkpoint {self.config.checkpoint_uri} was rolled back or replaced; its "
-                "events would be applied twice"
-            )
+        _check_not_older(self.config, batch_id, _newest_staged(spark, self.config))
+
+
+def _check_not_older(config: Config, batch_id: int, newest: int) -> None:
+    """Refuse stream batch ``batch_id`` if it is older than ``newest``, the newest staged."""
+    if batch_id < newest:
+        raise CheckpointMismatch(
+            f"micro-batch {batch_id} is older than the last staged batch {newest}: the "
+            f"checkpoint {config.checkpoint_uri} was rolled back or replaced; its "
+            "events would be applied twice"
+        )
 
 
 class Arrivals:
@@ -177,13 +181,9 @@ class Arrivals:
             Stager(self.config, self.position).stage(rows, batch_id)
             self._held = self.staged = True
             return
+        # Nothing is held: the newest staged stream batch is the newest slice's.
         newest = max(self.position.last_batch_id, self.position.started_batch_id or -1)
-        if newest >= SLICE_SPAN and batch_id < newest // SLICE_SPAN:
-            raise CheckpointMismatch(
-                f"micro-batch {batch_id} is older than the last staged batch "
-                f"{newest // SLICE_SPAN}: the checkpoint {self.config.checkpoint_uri} was "
-                "rolled back or replaced; its events would be applied twice"
-            )
+        _check_not_older(self.config, batch_id, newest // SLICE_SPAN)
         rows = rows.localCheckpoint()
         crash_point("stage:kept", batch_id)
         ticks, self.position, self._held = drain_arriving(
@@ -445,10 +445,8 @@ class _Arriving(_Staged):
         """Leave out the rows a slice of this stream batch applied before a crash stopped the
         run that read it first: the rows of epochs up to the last committed slice's, which
         ``held_events`` would no longer hold."""
-        last = position.last_batch_id
-        if scale is None or last < SLICE_SPAN or last // SLICE_SPAN != self.stream_batch_id:
-            return
-        self.remove(_slice_bounds(scale, last, _committed_through(self.spark, self.config, last)))
+        if scale is not None and position.last_batch_id // SLICE_SPAN == self.stream_batch_id:
+            _finish_committed_slice(self.spark, self.config, self, scale, position)
 
     def stage_rest(self, left: _Held) -> bool:
         """Append the rows the drain left (``left``, its summary of them) to ``held_events``,
@@ -464,13 +462,6 @@ class _Arriving(_Staged):
     def close(self) -> None:
         for view in self.views:
             self.spark.catalog.dropTempView(view)
-
-
-def _committed_through(spark: SparkSession, config: Config, slice_id: int) -> int:
-    """The last epoch of committed slice ``slice_id``'s pass."""
-    logged = engine.committed_batch(spark, config, slice_id)
-    assert logged is not None  # read_position found it committed
-    return logged.epoch if logged.through_epoch is None else logged.through_epoch
 
 
 def _apply_slice(
@@ -509,7 +500,9 @@ def _finish_committed_slice(
     epoch its ticks must reach (a pass's last epoch, whose ticks a crash may have stopped)."""
     if position.last_batch_id < SLICE_SPAN:
         return position.epoch
-    through = _committed_through(spark, config, position.last_batch_id)
+    logged = engine.committed_batch(spark, config, position.last_batch_id)
+    assert logged is not None  # read_position found it committed
+    through = logged.epoch if logged.through_epoch is None else logged.through_epoch
     staged.remove(_slice_bounds(scale, position.last_batch_id, through))
     return max(position.epoch, through)
 
