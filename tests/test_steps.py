@@ -168,7 +168,11 @@ def touched(acker: Harness, *trees: tuple[int, int, int, str]) -> DataFrame:
 
 
 def fold(
-    acker: Harness, events: DataFrame, pending: DataFrame | None = None, **settings: Any
+    acker: Harness,
+    events: DataFrame,
+    pending: DataFrame | None = None,
+    columns: str = FOLD_COLUMNS,
+    **settings: Any,
 ) -> DataFrame:
     spark = acker.spark
     params: dict[str, Any] = {
@@ -191,11 +195,13 @@ def fold(
         touched_pending=empty if pending is None else pending,
         **params,
     )
-    return state.select(*(column.split()[0] for column in FOLD_COLUMNS.split(", ")))
+    return state.select(*(column.split()[0] for column in columns.split(", ")))
 
 
-def assert_folded(acker: Harness, found: DataFrame, rows: list[tuple[Any, ...]]) -> None:
-    expected = acker.spark.createDataFrame(rows, FOLD_COLUMNS)
+def assert_folded(
+    acker: Harness, found: DataFrame, rows: list[tuple[Any, ...]], columns: str = FOLD_COLUMNS
+) -> None:
+    expected = acker.spark.createDataFrame(rows, columns)
     assert_df_equality(found, expected, ignore_row_order=True, ignore_nullable=True)
 
 
@@ -286,6 +292,49 @@ def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harn
             (2, "upsert", 0, True, False, 5, "completed", 2, 0, None, "completed"),
             (3, "upsert", 0, True, False, 5, "completed", 2, 1, None, "completed"),
         ],
+    )
+
+
+@pytest.mark.fast
+def test_a_tree_s_applied_epochs_add_up_and_its_late_ones_are_left_out(acker: Harness) -> None:
+    events = classified(  # an event a second, from 00:00:00, in this order
+        acker.spark,
+        (1, "init", 6, 5),
+        (1, "ack", 2, 6),
+        (1, "ack", 5, 6),  # 6 ^ 2 ^ 5 = 1: pending
+        (2, "init", 6, 5),
+        (2, "ack", 6, 6),  # completes it in epoch 6
+        (2, "ack", 9, 7),  # late
+        (3, "init", 5, 6),  # one epoch, its own
+    )
+    columns = (
+        "anchor_id bigint, first_epoch bigint, init_time timestamp, first_event_time timestamp,"
+        " last_event_time timestamp, event_count bigint, rows_in bigint,"
+        " applied_keys array<bigint>, late_from bigint, late_rows bigint"
+    )
+    found = fold(acker, events, columns=columns, multi_epoch=True)
+
+    def keys(*events: tuple[str, int]) -> list[int]:
+        hashed = [F.xxhash64(F.lit(kind), F.lit(value).cast("bigint")) for kind, value in events]
+        row = acker.spark.range(1).select(F.array_sort(F.array(*hashed))).first()
+        assert row is not None
+        return list(row[0])
+
+    def tree(
+        anchor: int, first_epoch: int, seconds: tuple[int, int, int], events: int
+    ) -> tuple[Any, ...]:
+        init, first, last = (datetime(2026, 1, 1, 0, 0, second) for second in seconds)
+        return (anchor, first_epoch, init, first, last, events, events)
+
+    assert_folded(
+        acker,
+        found.withColumn("applied_keys", F.array_sort("applied_keys")),
+        [
+            (*tree(1, 5, (0, 0, 2), 3), keys(("init", 6), ("ack", 2), ("ack", 5)), None, 0),
+            (*tree(2, 5, (3, 3, 4), 2), keys(("init", 6), ("ack", 6)), 7, 1),
+            (*tree(3, 6, (6, 6, 6), 1), keys(("init", 5)), None, 0),
+        ],
+        columns,
     )
 
 
