@@ -81,11 +81,7 @@ settled as (
             when resolved_earlier and not has_events then 'purge'
             when base is null and not has_events then 'drop'
             else 'upsert'
-        end as action,
-        -- the epoch of the outcome the fold reached: its tick for an expiry
-        case
-            when fold.outcome = 'expired' then fold.stamp + :buckets else fold.last_epoch
-        end as outcome_epoch
+        end as action
     from folded
 ),
 
@@ -99,7 +95,8 @@ split as (
     from settled
 ),
 
--- The applied epochs as one: most trees have a single one, which needs no merging.
+-- The applied epochs as one, of a part's shape (so that a tree's single part, most trees',
+-- is its own merge): the fields below that final does not read are there for that shape.
 merged as (
     select
         *,
