@@ -7,8 +7,8 @@ under the event_time clock with 30 s ticks, each command timed whole from its st
 - the scheduled cycle: traffic cut into one file per 5 minutes, each ingested and run in turn:
   one process, ``acker run --ingest FILE``, as the Airflow DAG does with a landing folder, and,
   every other cycle, two, ``acker ingest FILE`` then ``acker run``; the time of each cycle
-- on the cycle's warehouse afterwards: ``acker run`` with nothing to do, ``acker status`` and
-  ``acker tick``
+- on the cycle's warehouse afterwards: a cycle of a few trees (what a run costs with almost
+  nothing to apply), then ``acker run`` with nothing to do, ``acker status`` and ``acker tick``
 
 Traffic of more trees than the simulator makes in a few seconds repeats a simulated template
 with fresh anchor ids, each copy moved by a fraction of a second.
@@ -127,6 +127,31 @@ def cycle_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("cycle=*"), key=lambda path: int(path.name.split("=")[1]))
 
 
+@dataclass(frozen=True)
+class FewTrees:
+    """A cycle's file cut down to a few of its trees."""
+
+    path: Path
+    trees: int
+    events: int
+
+
+# The trees of the cycle that measures a run's cost with almost nothing to apply.
+FEW_TREES = 100
+
+
+def few_trees(spark: SparkSession, cycle: Path, folder: Path, trees: int) -> FewTrees:
+    """The events of the first ``trees`` anchors (by id) of the 5-minute file ``cycle``, as
+    one file in ``folder``."""
+    events = spark.read.parquet(str(cycle))
+    anchors = events.select("anchor_id").distinct().orderBy("anchor_id").limit(trees)
+    events.join(anchors, "anchor_id", "left_semi").coalesce(1).write.mode("overwrite").parquet(
+        str(folder)
+    )
+    written = spark.read.parquet(str(folder))
+    return FewTrees(folder, written.select("anchor_id").distinct().count(), written.count())
+
+
 def write_conf(path: Path, warehouse: Path, max_pending: int | None) -> Path:
     acker = ['clock = "event_time"', f"tick_interval_s = {float(TICK_S)}"]
     if max_pending is not None:
@@ -198,7 +223,8 @@ def measure_command_line(
         figures["backfills"].append(row)
         log(f"command line: {row}")
     folder = root / "traffic-cycles"
-    hours = sizes.cycles * CYCLE_S / 3600
+    # one cycle more than are timed: a few of its trees make the cycle after them
+    hours = (sizes.cycles + 1) * CYCLE_S / 3600
     traffic(spark, folder, hours, sizes.cycle_trees_per_s, seed=100)
     warehouse = root / "cli-warehouse-cycles"
     conf = write_conf(root / "cli-cycles.toml", warehouse, None)
@@ -217,6 +243,11 @@ def measure_command_line(
         two_processes.append(round(ingest_s + run_s, 1))
         figures["jvm_warnings"] += _jvm_warnings(ingest_err + run_err)
         log(f"command line: cycle {number + 1}: ingest {ingest_s:.1f} s, run {run_s:.1f} s")
+    # What a cycle costs with almost nothing to apply: the same commands, the same warehouse.
+    few = few_trees(spark, cycle_files(folder)[sizes.cycles], root / "traffic-few", FEW_TREES)
+    few_s, _, few_err = timed(["run", "--ingest", str(few.path)], conf)
+    figures["jvm_warnings"] += _jvm_warnings(few_err)
+    log(f"command line: a cycle of {few.events} events: run --ingest {few_s:.1f} s")
     figures["cycles"] = {
         "trees_per_s": sizes.cycle_trees_per_s,
         "cycle_s": CYCLE_S,
@@ -227,6 +258,7 @@ def measure_command_line(
         "two_processes_median_s": (
             round(statistics.median(two_processes), 1) if two_processes else None
         ),
+        "few_trees": {"trees": few.trees, "events": few.events, "run_s": round(few_s, 1)},
     }
     # A fresh status first (a run refreshes the record only where one was kept), then the verbs
     # a scheduler or an operator calls between cycles.

@@ -172,6 +172,11 @@ def print_command_line(command_line: dict[str, Any]) -> None:
             f" median {cycles['two_processes_median_s']} s"
             f" ({', '.join(str(t) for t in cycles['two_processes_times_s'])})"
         )
+    few = cycles["few_trees"]
+    print(
+        f"  a cycle of {few['trees']} trees ({few['events']:,} events), run --ingest FILE:"
+        f" {few['run_s']} s"
+    )
     idle = command_line["idle"]
     print(
         f"  then: run with nothing to do {idle['run_nothing_to_do_s']} s,"

@@ -136,6 +136,9 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         assert backfill["passes"] == 1 and backfill["epoch"] > 10 and backfill["run_s"] > 0
         assert "micro-batches" in backfill["run_says"]
     assert len(command_line["cycles"]["times_s"]) >= 1
+    # a cycle cut down to a few trees, on the same warehouse after the others
+    few = command_line["cycles"]["few_trees"]
+    assert 0 < few["trees"] <= 100 and few["events"] >= few["trees"] and few["run_s"] > 0
     assert min(command_line["idle"].values()) > 0
     assert command_line["jvm_warnings"] == []
     assert [t["target"] for t in figures["targets"] if t["target"].startswith("command")] == [
