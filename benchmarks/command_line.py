@@ -148,8 +148,10 @@ def few_trees(spark: SparkSession, cycle: Path, folder: Path, trees: int) -> Few
     events.join(anchors, "anchor_id", "left_semi").coalesce(1).write.mode("overwrite").parquet(
         str(folder)
     )
-    written = spark.read.parquet(str(folder))
-    return FewTrees(folder, written.select("anchor_id").distinct().count(), written.count())
+    counted = spark.read.parquet(str(folder)).agg(
+        F.count_distinct("anchor_id").alias("trees"), F.count("*").alias("events")
+    )
+    return FewTrees(folder, **counted.collect()[0].asDict())
 
 
 def write_conf(path: Path, warehouse: Path, max_pending: int | None) -> Path:
@@ -223,7 +225,7 @@ def measure_command_line(
         figures["backfills"].append(row)
         log(f"command line: {row}")
     folder = root / "traffic-cycles"
-    # one cycle more than are timed: a few of its trees make the cycle after them
+    # one cycle more than are timed, a few of whose trees make the cut-down cycle
     hours = (sizes.cycles + 1) * CYCLE_S / 3600
     traffic(spark, folder, hours, sizes.cycle_trees_per_s, seed=100)
     warehouse = root / "cli-warehouse-cycles"
