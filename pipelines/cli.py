@@ -37,6 +37,10 @@ _WRITERS = {"init", "run", "tick", "demo", "maintain"}
 _LEASED = _WRITERS - {"init"}
 # Verbs that run a few small queries and exit: they interpret their queries too.
 _SHORT_LIVED = {"status", "sql"}
+# Verbs whose queries are as small where they read or apply few events, and those that also
+# scan `pending` and the outcome tables, where those are small too.
+_SHORT_WITH_FEW_EVENTS = {"init", "ingest"}
+_SHORT_WITH_FEW_EVENTS_AND_SMALL_TABLES = {"run", "tick"}
 # Writers that end by refreshing the status record where the warehouse keeps one and they
 # outdated it: an ingest's appends leave it valid, and demo ends with a status.
 _REFRESHING_STATUS = {"run", "tick", "maintain"}
@@ -262,7 +266,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs, lease
     from pipelines.ingest import IngestReport
     from pipelines.run_record import file_keys, nothing_to_run
-    from pipelines.session import LEAN_JVM_EVENTS_AT_MOST, build_session, finish_shared_classes
+    from pipelines.session import build_session, finish_shared_classes
     from pipelines.status_record import note_status_asked
 
     say = None if args.quiet else _StatusLine()
@@ -290,15 +294,13 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         return
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
-    # A verb that ends when its work does starts a lean JVM, unless that work is large enough
-    # for the optimising compiler to pay; a continuous run, which lives for hours, keeps it.
-    lean_jvm = (
-        not getattr(args, "continuous", False)
-        and _events_to_apply(args, config, landed) <= LEAN_JVM_EVENTS_AT_MOST
+    lean_jvm, short_lived = _jvm_for(
+        args.verb,
+        getattr(args, "continuous", False),
+        _events_to_apply(args, config, landed),
+        *_table_bytes(config),
     )
-    spark = build_session(
-        config, short_lived=args.verb in _SHORT_LIVED, shared_classes=True, lean_jvm=lean_jvm
-    )
+    spark = build_session(config, short_lived=short_lived, shared_classes=True, lean_jvm=lean_jvm)
     leased = args.verb in _LEASED
     with (
         _ingesting_beside(args, config, spark, say) as ingesting,
@@ -332,19 +334,75 @@ def _ingesting_beside(
         yield pool.submit(_ingest, spark, config, args.ingest, None, say)
 
 
+def _jvm_for(
+    verb: str,
+    continuous: bool,
+    events: int | None,
+    pending_bytes: int | None,
+    outcome_bytes: int | None,
+) -> tuple[bool, bool]:
+    """Whether ``verb`` starts a lean JVM, and whether it interprets its queries, for about
+    ``events`` events to read or apply, over tables of ``pending_bytes`` (``pending``) and
+    ``outcome_bytes`` (the outcome tables); ``None`` where that is not known before Spark
+    starts. A verb that ends when its work does starts a lean JVM unless that work is large
+    enough for the optimising compiler to pay; a continuous run, which lives for hours, keeps
+    the JVM's defaults. One with few events over small tables interprets its queries, as
+    status does."""
+    from pipelines.session import (
+        INTERPRETED_EVENTS_AT_MOST,
+        INTERPRETED_OUTCOME_BYTES_AT_MOST,
+        INTERPRETED_PENDING_BYTES_AT_MOST,
+        LEAN_JVM_EVENTS_AT_MOST,
+    )
+
+    if continuous:
+        return False, False
+    lean = events is None or events <= LEAN_JVM_EVENTS_AT_MOST
+    few = events is not None and events <= INTERPRETED_EVENTS_AT_MOST
+    small_tables = (
+        pending_bytes is not None
+        and outcome_bytes is not None
+        and pending_bytes <= INTERPRETED_PENDING_BYTES_AT_MOST
+        and outcome_bytes <= INTERPRETED_OUTCOME_BYTES_AT_MOST
+    )
+    interpreted = verb in _SHORT_LIVED or (
+        few
+        and (
+            verb in _SHORT_WITH_FEW_EVENTS
+            or (small_tables and verb in _SHORT_WITH_FEW_EVENTS_AND_SMALL_TABLES)
+        )
+    )
+    return lean, interpreted
+
+
+def _table_bytes(config: Config) -> tuple[int | None, int | None]:
+    """The bytes of ``pending``'s files and of the outcome tables', from their local Delta
+    logs; ``None`` where not known."""
+    from pipelines.tables import table_bytes
+
+    outcomes = [table_bytes(config, table) for table in ("completed", "failed", "expired")]
+    known = [size for size in outcomes if size is not None]
+    return table_bytes(config, "pending"), sum(known) if len(known) == len(outcomes) else None
+
+
 def _events_to_apply(
     args: argparse.Namespace, config: Config, landed: Sequence[FileKey] | None
-) -> int:
+) -> int | None:
     """About how many events the verb reads or applies, known before Spark starts: the files
     it ingests (a run's, ``landed``, already listed) and, for a run, what ``ack_events`` holds
-    that the stream has not read."""
+    that the stream has not read; ``None`` where that cannot be told (files or tables on an
+    object store, a path ingest will refuse)."""
     from pipelines.ingest import estimated_events
     from pipelines.run_record import unread_events
 
     if args.verb == "ingest":
         return estimated_events(args.paths, args.format)
     if args.verb == "run":
-        return estimated_events([path for path, _, _ in landed or ()]) + unread_events(config)
+        if landed is None:
+            return None
+        files = estimated_events([path for path, _, _ in landed])
+        unread = unread_events(config)
+        return None if files is None or unread is None else files + unread
     return 0
 
 

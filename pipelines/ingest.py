@@ -320,11 +320,13 @@ def input_files(
     return files
 
 
-def estimated_events(paths: Sequence[str | Path], fmt: str | None = None) -> int:
+def estimated_events(paths: Sequence[str | Path], fmt: str | None = None) -> int | None:
     """About how many events the local files at ``paths`` hold, without reading them: a
     Parquet file's footer says, a text file is taken at :data:`_TEXT_BYTES_PER_EVENT` bytes a
-    row; 0 for what cannot be listed here (an object store's files, a missing path: ingest
-    says why)."""
+    row; ``None`` where that cannot be told here (an object store's files, a missing or
+    unreadable path: ingest says why)."""
+    if any(map(is_object_store_path, paths)):
+        return None
     try:
         files = [file.local for file in input_files(paths, fmt) if file.local is not None]
         return sum(
@@ -334,7 +336,7 @@ def estimated_events(paths: Sequence[str | Path], fmt: str | None = None) -> int
             for path in files
         )
     except (OSError, UnreadableInput, pa.ArrowException):
-        return 0
+        return None
 
 
 def _is_event_file(name: str, fmt: str | None) -> bool:

@@ -202,13 +202,22 @@ def _last_offset(checkpoint: Path, batch: int) -> dict[str, Any] | None:
     return offset if isinstance(offset, dict) else None
 
 
-def unread_events(config: Config) -> int:
+def unread_events(config: Config) -> int | None:
     """About how many events of ``ack_events`` the stream has not read: the rows its Delta log
     records as added by the commits from the stream's last offset on (all of them before its
-    first run), from the files' statistics; 0 where the log is not a local folder, or does not
-    say (a commit without statistics counts nothing)."""
+    first run), from the files' statistics; ``None`` where the log is not a local folder, or
+    does not say (a commit without statistics, or a first run on a log whose oldest commits a
+    checkpoint replaced)."""
     commits = _unread_commits(config)
-    return 0 if commits is None else sum(_rows_added(commit) for commit in commits)
+    if commits is None:
+        return None
+    total = 0
+    for commit in commits:
+        rows = _rows_added(commit)
+        if rows is None:
+            return None
+        total += rows
+    return total
 
 
 def unread_files(config: Config) -> int | None:
@@ -224,10 +233,9 @@ def unread_files(config: Config) -> int | None:
 
 def _unread_commits(config: Config, whole: bool = False) -> list[Path] | None:
     """The commit files of ``ack_events`` from the stream's last offset on (a first run's: all
-    of them), or ``None`` where the log is not a local folder this process reads. If ``whole``,
-    from the last offset the stream committed, so that a batch it started and will read again
-    counts too, and ``None`` where the log may lack early commits a first run reads (a
-    checkpoint replaced them)."""
+    of them), or ``None`` where the log is not a local folder this process reads, or may lack
+    early commits a first run reads (a checkpoint replaced them). If ``whole``, from the last
+    offset the stream committed, so that a batch it started and will read again counts too."""
     log = local_log(config, "ack_events")
     if log is None:
         return None
@@ -247,7 +255,7 @@ def _unread_commits(config: Config, whole: bool = False) -> list[Path] | None:
         names = os.listdir(log)
     except FileNotFoundError:
         return None
-    if whole and first_unread is None and any(map(_CHECKPOINT_FILE.fullmatch, names)):
+    if first_unread is None and any(map(_CHECKPOINT_FILE.fullmatch, names)):
         return None
     return [
         log / name
@@ -267,11 +275,16 @@ def _added(commit: Path) -> list[dict[str, Any]]:
     return added
 
 
-def _rows_added(commit: Path) -> int:
-    """The rows a Delta commit file adds, by its files' statistics (0 for a file without)."""
+def _rows_added(commit: Path) -> int | None:
+    """The rows a Delta commit file adds, by its files' statistics; ``None`` where a file has
+    none."""
     rows = 0
-    with contextlib.suppress(ValueError):
+    try:
         for add in _added(commit):
-            if add.get("stats"):
-                rows += int(json.loads(add["stats"]).get("numRecords", 0))
+            stats = json.loads(add.get("stats") or "{}")
+            if "numRecords" not in stats:
+                return None
+            rows += int(stats["numRecords"])
+    except ValueError:
+        return None
     return rows

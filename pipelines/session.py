@@ -24,6 +24,9 @@ from pipelines.config import Config
 from pipelines.jars import default_jar_cache, ensure_delta_jars, ensure_s3a_jars
 
 __all__ = [
+    "INTERPRETED_EVENTS_AT_MOST",
+    "INTERPRETED_OUTCOME_BYTES_AT_MOST",
+    "INTERPRETED_PENDING_BYTES_AT_MOST",
     "INTERPRETED_QUERIES",
     "LEAN_JVM_EVENTS_AT_MOST",
     "SESSION_DEFAULTS",
@@ -98,6 +101,20 @@ def lean_jvm_options(driver_memory: str) -> str:
 # 34.7 against 25.4-25.7 s, run 138.1 against 96.3 s; a day of 1.24 million events in 2,881
 # epochs: run 66.0 against 79.9 s; decisions.md, 29 Nov).
 LEAN_JVM_EVENTS_AT_MOST = 2_000_000
+
+# The most events a writer verb reads or applies with its queries interpreted (as those of
+# status and sql): below it, compiling each new plan's generated code costs a new process more
+# than it saves. `acker run --ingest` of one cycle cut down on copies of one warehouse (2 Dec,
+# compiled against interpreted): 714 events 31.0 against 24.9 s, 20,855 events 31.5 against
+# 27.5 s, 83,389 events 34.5 against 36.9 s; the whole cycle of 436,087, 39.8 against 64.8 s.
+INTERPRETED_EVENTS_AT_MOST = 40_000
+# A run or tick also scans `pending` whole, several times, and the outcome tables once, and
+# interpreted scans cost by the row, so the tables' sizes (from their Delta logs) bound it too.
+# The 714 events over 3,000 pending trees and an hour's outcomes (25 MB) 31.6 against 26.0 s;
+# over 103,060 pending trees (4.7 MB) 32.3 against 30.5 s; over 5*10^6 (203 MB) 35.6 against
+# 139.6 s, and `acker tick` there 19.9 against 54.4 s.
+INTERPRETED_PENDING_BYTES_AT_MOST = 4 * 2**20
+INTERPRETED_OUTCOME_BYTES_AT_MOST = 64 * 2**20
 
 # Spark SQL settings that interpret every query instead of generating and compiling Java code
 # for it: cheaper where queries read a few small tables or rows in the thousands (the same

@@ -8,6 +8,7 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Collection, Iterator
@@ -41,6 +42,7 @@ __all__ = [
     "missing_tables",
     "needs_upgraded_tables",
     "schema_uri",
+    "table_bytes",
     "table_location",
     "table_properties",
     "table_property",
@@ -193,6 +195,27 @@ def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
         stat = newest.stat()
         heads.append((newest.name, stat.st_ino, stat.st_mtime_ns))
     return tuple(heads)
+
+
+def table_bytes(config: Config, table: str) -> int | None:
+    """The bytes of the data files ``table``'s newest version holds, from the checksum file
+    Delta writes beside each commit; 0 for a table not yet created, ``None`` where the log is
+    not a local folder this process reads or its newest commit has no readable checksum."""
+    log = local_log(config, table)
+    if log is None:
+        return None
+    try:
+        with os.scandir(log) as entries:
+            newest = max((e.name for e in entries if COMMIT_FILE.fullmatch(e.name)), default=None)
+    except FileNotFoundError:
+        return 0
+    if newest is None:
+        return 0
+    try:
+        size = json.loads((log / f"{newest[:20]}.crc").read_text()).get("tableSizeBytes")
+    except (OSError, ValueError):
+        return None
+    return size if isinstance(size, int) else None
 
 
 def ensure_table(

@@ -22,19 +22,19 @@ from pyspark.sql import SparkSession
 
 from pipelines import jobs, session
 from pipelines.class_data import archive_path, jvm_options
-from pipelines.cli import _log_progress, _one_line, main
+from pipelines.cli import _jvm_for, _log_progress, _one_line, main
 from pipelines.config import parse_config
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.run_record import nothing_to_run, unread_events, unread_files
 from pipelines.sql import TABLES, VIEWS
 from pipelines.status_record import REFRESH_WINDOW_S, status_record_path
-from pipelines.tables import table_location
+from pipelines.tables import table_bytes, table_location
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
 from tests.conftest import make_config
 
-A, B = 7001, 7002
+A, B, C = 7001, 7002, 7003
 
 
 def write_conf(tmp_path: Path, **acker: object) -> Path:
@@ -321,6 +321,23 @@ def test_status_record_follows_ingests_and_runs_and_yields_to_other_commits(
     assert jobs.recorded_status(config) is None
 
 
+def test_a_table_s_size_is_read_from_its_log_as_delta_reports_it(acker: Harness) -> None:
+    """What decides, with the events, whether a run interprets its queries."""
+    config = acker.config
+    assert table_bytes(config, "pending") == 0  # created, nothing written
+    acker.batch(init(A, 5, 0), ack(A, 5, 10), init(B, 6, 20), ack(B, 2, 30))
+    acker.batch(ack(B, 4, 40), init(C, 3, 50))
+    for table in ("pending", "completed", "ack_events"):
+        detail = acker.spark.sql(f"describe detail {config.qualified(table)}").first()
+        assert detail is not None and detail["sizeInBytes"] > 0
+        assert table_bytes(config, table) == detail["sizeInBytes"]
+    shutil.rmtree(table_location(config, "failed"))
+    assert table_bytes(config, "failed") == 0  # not created
+    newest = max((table_location(config, "pending") / "_delta_log").glob("*.json"))
+    newest.with_suffix(".crc").unlink()
+    assert table_bytes(config, "pending") is None
+
+
 def test_a_run_with_nothing_to_do_ends_without_starting_spark(
     acker_factory,  # type: ignore[no-untyped-def]
     tmp_path: Path,
@@ -488,6 +505,46 @@ def test_the_lean_jvm_starts_its_heap_at_the_driver_s_memory(
     flags = {line.split()[1]: line.split()[3] for line in java.stdout.splitlines()[1:]}
     assert int(flags["InitialHeapSize"]) == initial_mib * 2**20
     assert flags["UseParallelGC"] == "true"
+
+
+MIB = 2**20
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("verb", "continuous", "events", "tables_mib", "lean", "interpreted"),
+    [
+        ("run", False, 714, (1, 25), True, True),
+        ("run", False, 40_000, (4, 64), True, True),
+        ("run", False, 40_001, (1, 1), True, False),
+        # a run and a tick scan pending whole, and the outcome tables once
+        ("run", False, 714, (5, 1), True, False),
+        ("tick", False, 0, (1, 65), True, False),
+        ("tick", False, 0, (0, 0), True, True),
+        ("run", False, 2_000_001, (0, 0), False, False),
+        # not known before Spark starts (an object store's files or tables): compiled
+        ("run", False, None, (0, 0), True, False),
+        ("run", False, 714, (None, 1), True, False),
+        ("tick", False, 0, (1, None), True, False),
+        # an ingest and an init do not read those tables
+        ("ingest", False, 20_000, (None, None), True, True),
+        ("init", False, 0, (None, None), True, True),
+        ("maintain", False, 0, (0, 0), True, False),
+        ("status", False, 0, (None, None), True, True),
+        ("sql", False, None, (None, None), True, True),
+        ("run", True, 10, (0, 0), False, False),
+    ],
+)
+def test_a_verb_with_few_events_over_small_tables_interprets_its_queries(
+    verb: str,
+    continuous: bool,
+    events: int | None,
+    tables_mib: tuple[int | None, int | None],
+    lean: bool,
+    interpreted: bool,
+) -> None:
+    pending, outcomes = (None if mib is None else mib * MIB for mib in tables_mib)
+    assert _jvm_for(verb, continuous, events, pending, outcomes) == (lean, interpreted)
 
 
 @pytest.mark.fast

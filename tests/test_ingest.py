@@ -161,7 +161,7 @@ def test_the_events_a_verb_will_ingest_are_estimated_without_reading_the_files(
     tmp_path: Path,
 ) -> None:
     """What decides the command line's JVM before Spark starts: a Parquet file's footer gives
-    its rows, a text file counts a row per 100 bytes; what cannot be listed counts nothing."""
+    its rows, a text file counts a row per 100 bytes; what cannot be listed here is not told."""
     landing = tmp_path / "landing"
     landing.mkdir()
     pq.write_table(
@@ -173,8 +173,8 @@ def test_the_events_a_verb_will_ingest_are_estimated_without_reading_the_files(
     assert estimated_events([landing / "a.parquet"]) == 1234
     assert estimated_events([landing]) == 1234 + 43
     assert estimated_events([landing / "b.jsonl"], "csv") == 43
-    assert estimated_events([landing, tmp_path / "missing.jsonl"]) == 0
-    assert estimated_events(["s3a://bucket/landing/"]) == 0
+    assert estimated_events([landing, tmp_path / "missing.jsonl"]) is None
+    assert estimated_events([landing, "s3a://bucket/landing/"]) is None
 
 
 def test_ingest_routes_each_row_to_events_or_quarantine(acker: Harness, tmp_path: Path) -> None:
