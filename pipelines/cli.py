@@ -378,9 +378,10 @@ def _jvm_for(
 def _table_bytes(config: Config) -> tuple[int | None, int | None]:
     """The bytes of ``pending``'s files and of the outcome tables', from their local Delta
     logs; ``None`` where not known."""
+    from pipelines.sql import OUTCOME_TABLES
     from pipelines.tables import table_bytes
 
-    outcomes = [table_bytes(config, table) for table in ("completed", "failed", "expired")]
+    outcomes = [table_bytes(config, table) for table in OUTCOME_TABLES]
     known = [size for size in outcomes if size is not None]
     return table_bytes(config, "pending"), sum(known) if len(known) == len(outcomes) else None
 

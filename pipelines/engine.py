@@ -32,7 +32,7 @@ from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
-from pipelines.sql import row_as, run_sql, run_sql_row, session_settings
+from pipelines.sql import OUTCOME_TABLES, row_as, run_sql, run_sql_row, session_settings
 from pipelines.tables import (
     REBORN_ENTRIES_PROPERTY,
     LogHeads,
@@ -282,7 +282,6 @@ def position_after_ticks(position: Position, count: int) -> Position:
 # The outcome tables, whose anchors' events are late, and the columns of their rows the writer
 # keeps besides the anchor and the outcome: what a late event's row carries, and the epoch
 # that tells a run of ticks which outcomes came before it.
-_OUTCOME_TABLES = ("completed", "expired", "failed")
 _OUTCOME_KEYS = ("reason", "batch_id", "epoch")
 
 # The columns of late_events that select_ticks.sql counts.
@@ -344,7 +343,7 @@ def _outcome_anchors(spark: SparkSession, config: Config, for_batch: bool) -> Da
     read from the tables, and kept for the next look-ups, where a micro-batch (``for_batch``)
     of this process looked them up before."""
     key = schema_uri(config)
-    heads = None if is_connect(spark) else log_heads(config, _OUTCOME_TABLES)
+    heads = None if is_connect(spark) else log_heads(config, OUTCOME_TABLES)
     kept = _kept_outcomes.pop(key, None)
     if heads is not None and kept is not None and kept.heads == heads:
         kept = kept.in_session(spark)
@@ -382,7 +381,7 @@ def _keep_outcomes_written(
         kept = kept.in_session(spark)
     if kept is None:
         return
-    heads = log_heads(config, _OUTCOME_TABLES)
+    heads = log_heads(config, OUTCOME_TABLES)
     if heads is None:
         return
     parts = kept.parts
@@ -399,7 +398,7 @@ def _forget_outcomes_unless_current(config: Config) -> None:
     expired rows): forget the kept outcomes if another's commit has made them stale."""
     key = schema_uri(config)
     kept = _kept_outcomes.get(key)
-    if kept is not None and kept.heads != log_heads(config, _OUTCOME_TABLES):
+    if kept is not None and kept.heads != log_heads(config, OUTCOME_TABLES):
         del _kept_outcomes[key]
 
 

@@ -33,6 +33,7 @@ from pipelines.config import Config
 from pipelines.session import is_connect
 
 __all__ = [
+    "OUTCOME_TABLES",
     "TABLES",
     "VIEWS",
     "frames_read",
@@ -65,6 +66,9 @@ TABLES: dict[str, str] = {
     "ticks": "create_ticks",
     "held_events": "create_held_events",
 }
+
+# The tables that hold an anchor's one outcome.
+OUTCOME_TABLES = ("completed", "expired", "failed")
 
 # The analyst views, in creation order (later ones read `outcomes`), each with its SQL file.
 VIEWS: dict[str, str] = {

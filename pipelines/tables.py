@@ -173,6 +173,17 @@ def local_log(config: Config, table: str) -> Path | None:
     return table_location(config, table) / "_delta_log" if _logs_are_local(config) else None
 
 
+def _newest_commit(log: Path) -> os.DirEntry[str] | None:
+    """The newest commit file of the Delta log folder ``log`` (``None`` before its first);
+    raises FileNotFoundError where there is no such folder."""
+    with os.scandir(log) as entries:
+        return max(
+            (entry for entry in entries if COMMIT_FILE.fullmatch(entry.name)),
+            key=lambda entry: entry.name,
+            default=None,
+        )
+
+
 def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
     """The newest commit file of each of ``tables``' Delta logs (its name, inode and change
     time), which every commit to the table replaces; ``None`` where a log is not a local folder
@@ -182,12 +193,7 @@ def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
     heads = []
     for table in tables:
         try:
-            with os.scandir(table_location(config, table) / "_delta_log") as log:
-                newest = max(
-                    (entry for entry in log if COMMIT_FILE.fullmatch(entry.name)),
-                    key=lambda entry: entry.name,
-                    default=None,
-                )
+            newest = _newest_commit(table_location(config, table) / "_delta_log")
         except FileNotFoundError:
             return None
         if newest is None:
@@ -205,14 +211,13 @@ def table_bytes(config: Config, table: str) -> int | None:
     if log is None:
         return None
     try:
-        with os.scandir(log) as entries:
-            newest = max((e.name for e in entries if COMMIT_FILE.fullmatch(e.name)), default=None)
+        newest = _newest_commit(log)
     except FileNotFoundError:
         return 0
     if newest is None:
         return 0
     try:
-        size = json.loads((log / f"{newest[:20]}.crc").read_text()).get("tableSizeBytes")
+        size = json.loads((log / f"{newest.name[:20]}.crc").read_text()).get("tableSizeBytes")
     except (OSError, ValueError):
         return None
     return size if isinstance(size, int) else None
