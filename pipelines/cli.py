@@ -279,7 +279,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
             note_status_asked(config)
             print(_summary(config, recorded))
             return
-    landed = file_keys(args.ingest) if args.verb == "run" and args.ingest else []
+    landed = file_keys(config, args.ingest) if args.verb == "run" and args.ingest else []
     if args.verb == "run" and not args.continuous and nothing_to_run(config, landed=landed):
         if say is not None:
             news = "no new file, " if args.ingest else ""
@@ -376,8 +376,8 @@ def _jvm_for(
 
 
 def _table_bytes(config: Config) -> tuple[int | None, int | None]:
-    """The bytes of ``pending``'s files and of the outcome tables', from their local Delta
-    logs; ``None`` where not known."""
+    """The bytes of ``pending``'s files and of the outcome tables', from their Delta logs;
+    ``None`` where not known."""
     from pipelines.sql import OUTCOME_TABLES
     from pipelines.tables import table_bytes
 
@@ -391,8 +391,8 @@ def _events_to_apply(
 ) -> int | None:
     """About how many events the verb reads or applies, known before Spark starts: the files
     it ingests (a run's, ``landed``, already listed) and, for a run, what ``ack_events`` holds
-    that the stream has not read; ``None`` where that cannot be told (files or tables on an
-    object store, a path ingest will refuse)."""
+    that the stream has not read; ``None`` where that cannot be told (files on an object store,
+    a path ingest will refuse, tables whose logs this process does not read)."""
     from pipelines.ingest import estimated_events
     from pipelines.run_record import unread_events
 

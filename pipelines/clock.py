@@ -72,7 +72,8 @@ from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWi
 from pipelines.faults import crash_point
 from pipelines.lease import check_lease, dml_fence
 from pipelines.sql import row_as, run_sql
-from pipelines.tables import local_log, log_heads, table_property
+from pipelines.tables import log_heads, table_property
+from pipelines.warehouse_files import table_log, warehouse_files
 
 __all__ = [
     "CHANGE_FEED_COLUMNS",
@@ -135,7 +136,7 @@ class Stager:
         if before is None:
             self._check_not_older(spark, batch_id)
         engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
-        if before is not None and log_heads(self.config, ("held_events",)) == before:
+        if before is not None and log_heads(self.config, ("held_events",), before) == before:
             self._check_not_older(spark, batch_id)
         crash_point("stage:appended", batch_id)
 
@@ -195,13 +196,13 @@ class Arrivals:
 
 def _holds_nothing(spark: SparkSession, config: Config) -> bool:
     """Whether ``held_events`` holds no row: from the checksum file of its newest commit where
-    its log is local and that file says it holds no file, else by Delta's count."""
+    this process reads its log and that file says it holds no file, else by Delta's count."""
     heads = log_heads(config, ("held_events",))
-    log = local_log(config, "held_events")
-    if heads is not None and log is not None:
-        checksum = log / heads[0][0].replace(".json", ".crc")
+    files = warehouse_files(config)
+    if heads is not None and files is not None:
+        checksum = f"{table_log(config, 'held_events')}/{heads[0][0][:20]}.crc"
         with contextlib.suppress(OSError, ValueError):
-            if json.loads(checksum.read_text()).get("numFiles") == 0:
+            if json.loads(files.read_text(checksum) or "{}").get("numFiles") == 0:
                 return True
     return spark.table(config.qualified("held_events")).count() == 0
 

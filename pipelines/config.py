@@ -168,13 +168,18 @@ class Config:
         return Path(self.warehouse.path).expanduser().resolve()
 
     @property
+    def checkpoint_folder(self) -> str:
+        """Where the warehouse keeps the stream's checkpoint, under its root."""
+        return f"_checkpoints/{self.qualified_schema}/run"
+
+    @property
     def checkpoint_uri(self) -> str:
         """The stream's checkpoint, as Spark names it."""
-        return f"{self.warehouse_uri}/_checkpoints/{self.qualified_schema}/run"
+        return f"{self.warehouse_uri}/{self.checkpoint_folder}"
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.warehouse_path / "_checkpoints" / self.qualified_schema / "run"
+        return self.warehouse_path / self.checkpoint_folder
 
 
 def _take(section: str, raw: dict[str, Any], key: str, kind: type, default: Any) -> Any:

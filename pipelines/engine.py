@@ -343,8 +343,9 @@ def _outcome_anchors(spark: SparkSession, config: Config, for_batch: bool) -> Da
     read from the tables, and kept for the next look-ups, where a micro-batch (``for_batch``)
     of this process looked them up before."""
     key = schema_uri(config)
-    heads = None if is_connect(spark) else log_heads(config, OUTCOME_TABLES)
     kept = _kept_outcomes.pop(key, None)
+    known = None if kept is None else kept.heads
+    heads = None if is_connect(spark) else log_heads(config, OUTCOME_TABLES, known)
     if heads is not None and kept is not None and kept.heads == heads:
         kept = kept.in_session(spark)
     else:
@@ -381,7 +382,7 @@ def _keep_outcomes_written(
         kept = kept.in_session(spark)
     if kept is None:
         return
-    heads = log_heads(config, OUTCOME_TABLES)
+    heads = log_heads(config, OUTCOME_TABLES, kept.heads)
     if heads is None:
         return
     parts = kept.parts
@@ -398,7 +399,7 @@ def _forget_outcomes_unless_current(config: Config) -> None:
     expired rows): forget the kept outcomes if another's commit has made them stale."""
     key = schema_uri(config)
     kept = _kept_outcomes.get(key)
-    if kept is not None and kept.heads != log_heads(config, OUTCOME_TABLES):
+    if kept is not None and kept.heads != log_heads(config, OUTCOME_TABLES, kept.heads):
         del _kept_outcomes[key]
 
 

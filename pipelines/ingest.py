@@ -270,10 +270,11 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _table_version(spark: SparkSession, config: Config, table: str) -> object:
-    """Something that changes with every commit to ``table``: the newest commit file of a local
-    log, else the version Delta's history names (a statement)."""
-    heads = log_heads(config, (table,))
+def _table_version(spark: SparkSession, config: Config, table: str, known: object = None) -> object:
+    """Something that changes with every commit to ``table``: the newest commit file of its
+    log, probed from ``known`` (what this returned before) where this process reads the log,
+    else the version Delta's history names (a statement)."""
+    heads = log_heads(config, (table,), known if isinstance(known, tuple) else None)
     if heads is not None:
         return heads
     row = spark.sql(f"describe history {quoted_table(config, table)} limit 1").first()
@@ -284,10 +285,12 @@ def _table_version(spark: SparkSession, config: Config, table: str) -> object:
 class InputFile:
     """A file ingest reads: ``name`` is its path or ``s3a://`` URI, as progress and the
     quarantine's ``source`` give it; ``local`` is the file itself, or ``None`` for an object
-    store's file, which is read from a copy (:func:`pipelines.object_store.fetch`)."""
+    store's file, which is read from a copy (:func:`pipelines.object_store.fetch`) and whose
+    size and modification time its listing gave (``listed``)."""
 
     name: str
     local: Path | None
+    listed: tuple[int, int] | None = None
 
 
 def input_files(
@@ -301,12 +304,12 @@ def input_files(
         if is_object_store_path(raw):
             if store is None:
                 raise UnreadableInput(f"{raw}: no object store client to list it")
-            uris, is_folder = list_files(store, str(raw))
+            objects, is_folder = list_files(store, str(raw))
             if is_folder:
-                uris = [uri for uri in uris if _is_event_file(PurePosixPath(uri).name, fmt)]
+                objects = [o for o in objects if _is_event_file(PurePosixPath(o[0]).name, fmt)]
             else:
                 file_format(raw, fmt)
-            files.extend(InputFile(uri, None) for uri in uris)
+            files.extend(InputFile(uri, None, (size, mtime)) for uri, size, mtime in objects)
             continue
         path = Path(raw)
         if path.is_dir():
@@ -534,5 +537,5 @@ def _ingest_file(
         if counts[table]:
             before = _table_version(spark, config, table)
             append_idempotent(df, config, table, app, 0)
-            written |= _table_version(spark, config, table) != before
+            written |= _table_version(spark, config, table, before) != before
     return counts, written

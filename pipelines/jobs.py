@@ -61,11 +61,11 @@ from pipelines.sql import TABLES, VIEWS, quoted_table, relations_read_by, run_sq
 from pipelines.status_record import (
     REFRESH_WINDOW_S,
     current_heads,
+    has_status_record,
     load_status_figures,
     note_status_asked,
     save_status_figures,
     status_asked_within,
-    status_record_path,
 )
 from pipelines.tables import (
     apply_table_properties,
@@ -548,7 +548,7 @@ def refresh_status_record(
     status per write; one whose status nobody asked lately pays nothing, and its next status
     reads the tables. Returns whether it refreshed; ``say`` hears that it does."""
     heads = current_heads(config)
-    if heads is None or not status_record_path(config).exists():
+    if heads is None or not has_status_record(config):
         return False
     if not status_asked_within(config, REFRESH_WINDOW_S):
         return False

@@ -16,7 +16,14 @@ from pyarrow import fs as pafs
 
 from pipelines.errors import UnreadableInput
 
-__all__ = ["S3_SCHEME", "fetch", "is_object_store_path", "list_files", "s3_filesystem"]
+__all__ = [
+    "S3_SCHEME",
+    "ListedObject",
+    "fetch",
+    "is_object_store_path",
+    "list_files",
+    "s3_filesystem",
+]
 
 S3_SCHEME = "s3a://"
 _S3A = "spark.hadoop.fs.s3a."
@@ -58,21 +65,30 @@ def _key(uri: str) -> str:
     return uri[len(S3_SCHEME) :].rstrip("/")
 
 
-def list_files(store: pafs.FileSystem, uri: str) -> tuple[list[str], bool]:
-    """The URI of the object ``uri`` names, or of every object under it as a folder, in order,
-    and whether it named a folder; :class:`UnreadableInput` where there is neither, or the
-    store cannot be read."""
+def list_files(store: pafs.FileSystem, uri: str) -> tuple[list[ListedObject], bool]:
+    """The object ``uri`` names, or every object under it as a folder, in order, and whether
+    it named a folder; :class:`UnreadableInput` where there is neither, or the store cannot be
+    read."""
     try:
         found = store.get_file_info(_key(uri))
         if found.type == pafs.FileType.File:
-            return [S3_SCHEME + found.path], False
+            return [_listed(found)], False
         if found.type == pafs.FileType.NotFound:
             raise UnreadableInput(f"{uri}: no such file or folder")
         listed = store.get_file_info(pafs.FileSelector(_key(uri), recursive=True))
     except OSError as error:
         raise UnreadableInput(f"{uri}: {str(error).splitlines()[0]}") from error
-    files = sorted(S3_SCHEME + info.path for info in listed if info.type == pafs.FileType.File)
-    return files, True
+    objects = [_listed(info) for info in listed if info.type == pafs.FileType.File]
+    return sorted(objects), True
+
+
+ListedObject = tuple[str, int, int]
+"""An object's ``s3a://`` URI, size in bytes and modification time in nanoseconds (to the
+second), as its listing gives them."""
+
+
+def _listed(info: pafs.FileInfo) -> ListedObject:
+    return S3_SCHEME + info.path, info.size, info.mtime_ns
 
 
 def fetch(store: pafs.FileSystem, uri: str, folder: Path) -> Path:

@@ -9,11 +9,10 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 from __future__ import annotations
 
 import json
-import os
-import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
@@ -22,23 +21,25 @@ from pyspark.sql import SparkSession
 from pipelines.config import Config
 from pipelines.errors import NotInitialised
 from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql, session_settings
+from pipelines.warehouse_files import COMMIT_FILE, table_log, warehouse_files
 
 __all__ = [
     "CHANGE_FEED_PROPERTY",
     "CHECKPOINT_INTERVALS",
     "CHECKPOINT_INTERVAL_PROPERTY",
-    "COMMIT_FILE",
     "IDEMPOTENCY_WINDOW",
     "IDEMPOTENCY_WINDOW_PROPERTY",
     "INGESTED_TABLES",
     "REBORN_ENTRIES_PROPERTY",
     "STATISTICS_COLUMNS",
     "STATISTICS_COLUMNS_PROPERTY",
+    "LogHead",
+    "LogHeads",
     "apply_table_properties",
     "attach_tables",
     "create_tables",
     "ensure_table",
-    "local_log",
+    "log_heads",
     "missing_tables",
     "needs_upgraded_tables",
     "schema_uri",
@@ -152,72 +153,58 @@ def attach_tables(
     return missing
 
 
-LogHeads = tuple[tuple[str, int, int], ...]
-
-# A Delta log's commit file: its version, zero-padded to 20 digits.
-COMMIT_FILE = re.compile(r"\d{20}\.json")
-
-
-def _logs_are_local(config: Config) -> bool:
-    """Whether the tables' Delta logs are local folders this process reads: not a catalog's
-    tables, a remote Spark Connect server's or an object store's."""
-    return not (
-        config.warehouse.catalog
-        or config.spark.remote.startswith("sc://")
-        or not config.warehouse_is_local
-    )
+LogHead = tuple[str, int, int]
+"""A Delta log's newest commit file: its name, size and modification time in nanoseconds,
+which every commit to the table replaces."""
+LogHeads = tuple[LogHead, ...]
 
 
-def local_log(config: Config, table: str) -> Path | None:
-    """Where ``table``'s Delta log is, if it is a local folder this process reads."""
-    return table_location(config, table) / "_delta_log" if _logs_are_local(config) else None
-
-
-def _newest_commit(log: Path) -> os.DirEntry[str] | None:
-    """The newest commit file of the Delta log folder ``log`` (``None`` before its first);
-    raises FileNotFoundError where there is no such folder."""
-    with os.scandir(log) as entries:
-        return max(
-            (entry for entry in entries if COMMIT_FILE.fullmatch(entry.name)),
-            key=lambda entry: entry.name,
-            default=None,
-        )
-
-
-def log_heads(config: Config, tables: Collection[str]) -> LogHeads | None:
-    """The newest commit file of each of ``tables``' Delta logs (its name, inode and change
-    time), which every commit to the table replaces; ``None`` where a log is not a local folder
-    this process reads (:func:`local_log`), or a table is missing."""
-    if not _logs_are_local(config):
+def log_heads(
+    config: Config, tables: Collection[str], known: Sequence[Sequence[Any]] | None = None
+) -> LogHeads | None:
+    """The newest commit file of each of ``tables``' Delta logs, probed from ``known`` (heads
+    taken earlier, in the same order) where given (:meth:`WarehouseFiles.newest_commit`);
+    ``None`` where the logs are not files this process reads (:func:`warehouse_files`), a
+    table is missing, or the store cannot answer."""
+    files = warehouse_files(config)
+    if files is None:
         return None
+    hints = list(known) if known is not None else [()] * len(tables)
     heads = []
-    for table in tables:
-        try:
-            newest = _newest_commit(table_location(config, table) / "_delta_log")
-        except FileNotFoundError:
-            return None
-        if newest is None:
-            return None
-        stat = newest.stat()
-        heads.append((newest.name, stat.st_ino, stat.st_mtime_ns))
+    try:
+        for table, hint in zip(tables, hints, strict=True):
+            newest = files.newest_commit(table_log(config, table), _version_of(hint))
+            if newest is None:
+                return None
+            name, (size, mtime_ns) = newest
+            heads.append((name, size, mtime_ns))
+    except OSError:
+        return None
     return tuple(heads)
+
+
+def _version_of(head: Sequence[Any]) -> int | None:
+    """The version of a head as a record keeps it, ``None`` if it is not one."""
+    if len(head) != 3 or not COMMIT_FILE.fullmatch(str(head[0])):
+        return None
+    return int(str(head[0])[:20])
 
 
 def table_bytes(config: Config, table: str) -> int | None:
     """The bytes of the data files ``table``'s newest version holds, from the checksum file
     Delta writes beside each commit; 0 for a table not yet created, ``None`` where the log is
-    not a local folder this process reads or its newest commit has no readable checksum."""
-    log = local_log(config, table)
-    if log is None:
+    not files this process reads or its newest commit has no readable checksum."""
+    files = warehouse_files(config)
+    if files is None:
         return None
+    log = table_log(config, table)
     try:
-        newest = _newest_commit(log)
-    except FileNotFoundError:
-        return 0
-    if newest is None:
-        return 0
-    try:
-        size = json.loads((log / f"{newest.name[:20]}.crc").read_text()).get("tableSizeBytes")
+        newest = files.newest_commit(log)
+        if newest is None:
+            return 0
+        size = json.loads(files.read_text(f"{log}/{newest[0][:20]}.crc") or "{}").get(
+            "tableSizeBytes"
+        )
     except (OSError, ValueError):
         return None
     return size if isinstance(size, int) else None

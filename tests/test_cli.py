@@ -28,7 +28,7 @@ from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.run_record import nothing_to_run, unread_events, unread_files
 from pipelines.sql import TABLES, VIEWS
-from pipelines.status_record import REFRESH_WINDOW_S, status_record_path
+from pipelines.status_record import REFRESH_WINDOW_S, status_record_file
 from pipelines.tables import table_bytes, table_location
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
 from tests.acker_harness import write_conf as write_harness_conf
@@ -302,7 +302,7 @@ def test_status_record_follows_ingests_and_runs_and_yields_to_other_commits(
 
     # Nobody asked within the refresh window: a tick leaves the record behind, and the next
     # status reads the tables and opens the window again, so the next tick refreshes it.
-    record = status_record_path(config)
+    record = config.warehouse_path / status_record_file(config)
     asked_long_ago = time.time() - REFRESH_WINDOW_S - 1
     os.utime(record.with_suffix(".asked"), (asked_long_ago, asked_long_ago))
     assert main(["tick", "--conf", conf]) == 0

@@ -178,12 +178,12 @@ def test_dag_commands_run_the_real_acker(dags: dict[str, Any], tmp_path: Path) -
     said, progress = task(tasks["acker_run"]["bash"], "")
     assert said.splitlines() == [idle] and "Spark not started" in progress
     # A new file, or one changed since, sends the run to Spark again.
-    assert nothing_to_run(config, landed=file_keys([landing]))
+    assert nothing_to_run(config, landed=file_keys(config, [landing]))
     (landing / "part-1.jsonl").write_text(json.dumps(events[2]) + "\n")
-    assert not nothing_to_run(config, landed=file_keys([landing]))
+    assert not nothing_to_run(config, landed=file_keys(config, [landing]))
     (landing / "part-1.jsonl").unlink()
     (landing / "part-0.jsonl").write_text(json.dumps(events[0]) + "\n")
-    assert not nothing_to_run(config, landed=file_keys([landing]))
+    assert not nothing_to_run(config, landed=file_keys(config, [landing]))
     assert tasks["acker_run"]["env"] == {
         "ACKER_CONF": "{{ params.conf }}",
         "ACKER_INGEST": "{{ params.ingest }}",

@@ -2,7 +2,8 @@
 as real processes against a local S3-compatible server (moto's standalone server, started on a
 free port), with Hadoop's S3A connector that the session resolves for an `s3a://` warehouse,
 the events ingested from a landing folder on the same server, the runs killed in turn at each
-kind of write of the micro-batch before one runs to the end. Its outcome tables equal those
+kind of write of the micro-batch before one runs to the end, then an idle scheduled run and a
+status asked again, which answer without Spark. Its outcome tables equal those
 of the same uninterrupted work on a local warehouse. Also: a landing folder on S3 ingested
 into a local warehouse, with a local folder's rules for hidden files and content already
 ingested."""
@@ -130,6 +131,9 @@ S3A_SETTINGS = {
 }
 
 
+# A process in which Spark cannot start: what a verb answers without Spark, it answers here.
+WITHOUT_JAVA = {**os.environ, "JAVA_HOME": "/nonexistent", "PATH": os.path.dirname(sys.executable)}
+
 # One step per kind of write of a micro-batch, as the local crash tests kill in turn: an
 # outcome append, the MERGE and the batch's commit row (under the tour's manual clock the
 # stream applies its batches itself, with no staging step).
@@ -184,9 +188,16 @@ def test_the_tour_on_an_s3_warehouse_leaves_what_a_local_one_does(
     ran = run_cli(conf, "run", "--ingest", landing)
     assert "0 files: 0 events into acker.ack_events" in ran  # the first killed run ingested
     assert "1 files already ingested, skipped" in ran
+    # The next scheduled run finds from the objects alone that it has nothing to do: it ends
+    # without starting Spark, which here could not start.
+    idle = run_cli(conf, "run", "--ingest", landing, env=WITHOUT_JAVA)
+    assert idle.splitlines()[-1] == (
+        "processed 0 micro-batches, 0 events: 0 completed, 0 failed; 0 ticks"
+    )
     assert run_cli(conf, "tick", "3").startswith("epoch 3:")
     status = run_cli(conf, "status")
     assert status.startswith("epoch 3, last batch 0") and f"in {warehouse}" in status
+    assert run_cli(conf, "status", env=WITHOUT_JAVA) == status  # from its record
     on_s3 = list(csv.reader(io.StringIO(run_cli(conf, "sql", "--format", "csv", OUTCOMES))))
 
     # the same work on a local warehouse, in this process
