@@ -547,12 +547,9 @@ def refresh_status_record(
     warehouse whose status is being read keeps answering it without Spark, at the cost of a
     status per write; one whose status nobody asked lately pays nothing, and its next status
     reads the tables. Returns whether it refreshed; ``say`` hears that it does."""
-    heads = current_heads(config)
-    if heads is None or not has_status_record(config):
+    if not has_status_record(config) or not status_asked_within(config, REFRESH_WINDOW_S):
         return False
-    if not status_asked_within(config, REFRESH_WINDOW_S):
-        return False
-    if load_status_figures(config, heads) is not None:  # still current (`tick 0` ends with one)
+    if load_status_figures(config) is not None:  # still current (`tick 0` ends with one)
         return False
     if say is not None:
         say("refreshing the status record, which `acker status` reads without Spark")

@@ -113,9 +113,9 @@ def save_status_figures(config: Config, heads: LogHeads, figures: dict[str, Any]
     files.write_text(status_record_file(config), json.dumps(record))
 
 
-def load_status_figures(config: Config, heads: LogHeads | None = None) -> dict[str, Any] | None:
-    """The recorded figures brought up to the tables' current commits (``heads``, where the
-    caller has just taken them), or ``None`` where only the tables can tell them."""
+def load_status_figures(config: Config) -> dict[str, Any] | None:
+    """The recorded figures brought up to the tables' current commits (probed from the ones
+    recorded), or ``None`` where only the tables can tell them."""
     files = warehouse_files(config)
     if files is None:
         return None
@@ -126,8 +126,7 @@ def load_status_figures(config: Config, heads: LogHeads | None = None) -> dict[s
     if not isinstance(record, dict) or record.get("definition") != _figures_definition():
         return None
     recorded_heads = [tuple(record["heads"].get(table) or ()) for table in TABLES]
-    if heads is None:
-        heads = log_heads(config, TABLES, recorded_heads)
+    heads = log_heads(config, TABLES, recorded_heads)
     if heads is None:
         return None
     figures = dict(record["figures"])
