@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -197,12 +196,13 @@ class Arrivals:
 def _holds_nothing(spark: SparkSession, config: Config) -> bool:
     """Whether ``held_events`` holds no row: from the checksum file of its newest commit where
     this process reads its log and that file says it holds no file, else by Delta's count."""
-    heads = log_heads(config, ("held_events",))
     files = warehouse_files(config)
-    if heads is not None and files is not None:
-        checksum = f"{table_log(config, 'held_events')}/{heads[0][0][:20]}.crc"
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(files.read_text(checksum) or "{}").get("numFiles") == 0:
+    if files is not None:
+        log = table_log(config, "held_events")
+        with contextlib.suppress(OSError):
+            newest = files.newest_commit(log)
+            checksum = None if newest is None else files.checksum(log, newest[0])
+            if checksum is not None and checksum.get("numFiles") == 0:
                 return True
     return spark.table(config.qualified("held_events")).count() == 0
 

@@ -19,6 +19,7 @@ that is new or changed sends the run to Spark, whose ingest decides by digest.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -188,10 +189,10 @@ def _stream_has_read_all(config: Config, files: WarehouseFiles) -> bool:
         if offset is None or offset.get("index") != -1 or not isinstance(version, int):
             return False
         # The newest commit, probed from the last one the stream read.
-        heads = log_heads(config, _INGESTED, [(commit_name(max(version - 1, 0)), 0, 0)])
+        newest = files.newest_commit(table_log(config, "ack_events"), max(version - 1, 0))
     except OSError:
         return False
-    return heads is not None and int(heads[0][0][:20]) < version
+    return newest is not None and int(newest[0][:20]) < version
 
 
 def _batches(files: WarehouseFiles, folder: str, config: Config) -> list[int]:
@@ -263,25 +264,25 @@ def _unread_commits(config: Config, whole: bool = False) -> list[str] | None:
         newest = files.newest_commit(log, max(first - 1, 0))
         if newest is None:
             return None
-        commits = [
-            files.read_text(f"{log}/{commit_name(version)}")
-            for version in range(first, int(newest[0][:20]) + 1)
-        ]
+        commits = []
+        for version in range(first, int(newest[0][:20]) + 1):
+            commit = files.read_text(f"{log}/{commit_name(version)}")
+            if commit is None:  # cleaned up since
+                return None
+            commits.append(commit)
     except OSError:
         return None
-    return None if None in commits else [commit for commit in commits if commit is not None]
+    return commits
 
 
 def _added(commit: str) -> list[dict[str, Any]]:
     """The files a Delta commit (its file's text) adds as new data."""
     added = []
-    try:
+    with contextlib.suppress(ValueError):
         for line in commit.splitlines():
             add = json.loads(line).get("add")
             if add and add.get("dataChange", True):
                 added.append(add)
-    except ValueError:
-        return added
     return added
 
 

@@ -8,7 +8,6 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -202,11 +201,10 @@ def table_bytes(config: Config, table: str) -> int | None:
         newest = files.newest_commit(log)
         if newest is None:
             return 0
-        size = json.loads(files.read_text(f"{log}/{newest[0][:20]}.crc") or "{}").get(
-            "tableSizeBytes"
-        )
-    except (OSError, ValueError):
+        checksum = files.checksum(log, newest[0])
+    except OSError:
         return None
+    size = None if checksum is None else checksum.get("tableSizeBytes")
     return size if isinstance(size, int) else None
 
 

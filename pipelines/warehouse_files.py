@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from pyarrow import fs as pafs
 
@@ -75,13 +76,21 @@ class WarehouseFiles:
 
     def read_text(self, path: str) -> str | None:
         """The file's text, ``None`` where there is no such file."""
-        if self.stamp(path) is None:
-            return None
         try:
             with self.store.open_input_stream(self._at(path)) as stream:
                 return bytes(stream.read()).decode()
-        except FileNotFoundError:  # removed since
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+
+    def checksum(self, log: str, commit: str) -> dict[str, Any] | None:
+        """What the checksum file Delta writes beside the commit file ``commit`` of the log
+        ``log`` says of its table at that version (``tableSizeBytes``, ``numFiles``, ...);
+        ``None`` where it is missing or unreadable."""
+        try:
+            found = json.loads(self.read_text(f"{log}/{commit[:20]}.crc") or "null")
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) else None
 
     def names(self, folder: str) -> list[str]:
         """The names of the files directly in ``folder``; none where there is no such folder."""
