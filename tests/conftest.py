@@ -80,7 +80,11 @@ def make_config(warehouse: Path, schema: str | None = None, **acker: object) -> 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    session = build_session(make_config(tmp_path_factory.mktemp("session-warehouse")))
+    # The command line's lean JVM: a worker's JVM spent about 40% of its CPU in the optimising
+    # compiler, for code most tests run a few times (decisions.md, 2 Dec).
+    session = build_session(
+        make_config(tmp_path_factory.mktemp("session-warehouse")), lean_jvm=True
+    )
     assert is_connect(session) == bool(SPARK_REMOTE)
     yield session
     session.stop()
