@@ -65,8 +65,8 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 # and costs a one-batch run nothing measurable up to 2*10^6 events (52.2, 54.3 s against 51.3,
 # 53.3 s). Warm, its code is slower (the demo's later micro-batches: 10.3-11.0 s against
 # 8.0-9.2 s). A notebook's or a continuous run's session keeps the JVM's defaults: over hours
-# of work the first tier's code costs more. The test suite's sessions, whose many short tests
-# each run their statements a few times, take it too (decisions.md).
+# of work the first tier's code costs more. The test suite's sessions, whose JVM lives all suite
+# long but runs most statements a few times, delay the optimising compiler instead (decisions.md).
 # Stopped at the first tier, the JVM reserves 48 MB for compiled code instead of 240 MB, and a
 # run of 68 epochs filled it ("CodeCache is full. Compiler has been disabled" on stderr, and
 # the rest of the run interpreted): the first tier's code gets what the default JVM reserves.

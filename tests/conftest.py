@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from pipelines.config import Config, parse_config
 from pipelines.engine import START
 from pipelines.jobs import open_tables
 from pipelines.run_record import save_run_record
-from pipelines.session import INTERPRETED_QUERIES, build_session, is_connect
+from pipelines.session import INTERPRETED_QUERIES, LOG4J2_CONFIG, build_session, is_connect
 from pipelines.tables import create_tables
 from tests.acker_harness import Harness, copy_warehouse
 
@@ -78,13 +79,25 @@ def make_config(warehouse: Path, schema: str | None = None, **acker: object) -> 
     )
 
 
+# A test worker's JVM: the optimising compiler kept, for code ten times hotter than Java's
+# defaults ask. With the defaults a worker's JVM spent about 40% of its CPU compiling code most
+# tests run a few times; stopped at the first tier, the files a worker runs last were slower
+# (decisions.md, 2 Dec).
+TEST_JVM_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000 "
+    "-XX:+UseParallelGC -XX:NewRatio=1"
+)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    # The command line's lean JVM: a worker's JVM spent about 40% of its CPU in the optimising
-    # compiler, for code most tests run a few times (decisions.md, 2 Dec).
-    session = build_session(
-        make_config(tmp_path_factory.mktemp("session-warehouse")), lean_jvm=True
+    config = make_config(tmp_path_factory.mktemp("session-warehouse"))
+    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} {TEST_JVM_OPTIONS}"
+    settings = replace(
+        config.spark, conf={**config.spark.conf, "spark.driver.extraJavaOptions": java_options}
     )
+    session = build_session(replace(config, spark=settings))
     assert is_connect(session) == bool(SPARK_REMOTE)
     yield session
     session.stop()
