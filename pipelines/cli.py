@@ -303,6 +303,7 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
     spark = build_session(config, short_lived=short_lived, shared_classes=True, lean_jvm=lean_jvm)
     leased = args.verb in _LEASED
     with (
+        _snapshots_warmed_beside(args, spark, config),
         _ingesting_beside(args, config, spark, say) as ingesting,
         lease.writer_lease(spark, config, args.verb, args.wait, say) if leased else nullcontext(),
     ):
@@ -332,6 +333,27 @@ def _ingesting_beside(
         return
     with ThreadPoolExecutor(1, thread_name_prefix="acker-ingest") as pool:
         yield pool.submit(_ingest, spark, config, args.ingest, None, say)
+
+
+@contextmanager
+def _snapshots_warmed_beside(
+    args: argparse.Namespace, spark: SparkSession, config: Config
+) -> Iterator[None]:
+    """For ``acker run`` in a local session: load the Delta snapshots of the tables its
+    micro-batch looks its anchors up in, in a thread of their own, while the run claims the
+    writer lease (and ingests): in a new process each table's first read costs about a second.
+    A failure there is left to the run's own read of the table to report. The ``with`` block
+    ends only once the thread has."""
+    from pipelines.session import is_connect
+    from pipelines.sql import OUTCOME_TABLES
+    from pipelines.tables import warm_snapshots
+
+    if args.verb != "run" or is_connect(spark):
+        yield
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="acker-warm") as pool:
+        pool.submit(warm_snapshots, spark, config, (*OUTCOME_TABLES, "pending"))
+        yield
 
 
 def _jvm_for(

@@ -48,6 +48,7 @@ __all__ = [
     "table_property",
     "table_uri",
     "upgrade_tables",
+    "warm_snapshots",
 ]
 
 # `acker ingest` marks each file's appends with the file's SHA-256 as a Delta transaction id;
@@ -113,6 +114,14 @@ def schema_uri(config: Config) -> str:
 def table_uri(config: Config, table: str) -> str:
     """Where the warehouse keeps ``table``, as Spark names it (local or not)."""
     return f"{schema_uri(config)}/{table}"
+
+
+def warm_snapshots(spark: SparkSession, config: Config, tables: Collection[str]) -> None:
+    """Have Delta load each of ``tables``' current snapshot and its list of files into its cache,
+    where the statements that read the tables later find them (Delta updates a cached snapshot
+    by the commits made since)."""
+    for table in tables:
+        spark.read.format("delta").load(table_uri(config, table)).inputFiles()
 
 
 def _use_schema(spark: SparkSession, config: Config) -> None:
