@@ -339,7 +339,7 @@ def _ingesting_beside(
 def _snapshots_warmed_beside(
     args: argparse.Namespace, spark: SparkSession, config: Config
 ) -> Iterator[None]:
-    """For ``acker run`` in a local session: load the Delta snapshots of the tables its
+    """For ``acker run`` in a classic session: load the Delta snapshots of the tables its
     micro-batch looks its anchors up in, in a thread of their own, while the run claims the
     writer lease (and ingests): in a new process each table's first read costs about a second.
     A failure there is left to the run's own read of the table to report. The ``with`` block
