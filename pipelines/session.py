@@ -153,11 +153,13 @@ def configure_builder(
     short_lived: bool = False,
     shared_classes: bool = False,
     lean_jvm: bool = False,
+    jvm_options: str = "",
 ) -> SparkSession.Builder:
     """Apply the acker's Spark and Delta settings to ``builder`` and return it; ``lean_jvm``
     starts a JVM for a command-line verb (:data:`LEAN_JVM_OPTIONS`), and ``short_lived`` also
     interprets its queries, for a few small ones; ``shared_classes`` has a local JVM map the
-    class-data archive (:mod:`pipelines.class_data`), or write it at exit if there is none.
+    class-data archive (:mod:`pipelines.class_data`), or write it at exit if there is none;
+    ``jvm_options`` are added to the options of the JVM it starts, after the acker's own.
 
     Example: ``spark = configure_builder(SparkSession.builder, load_config()).getOrCreate()``.
     """
@@ -208,6 +210,8 @@ def configure_builder(
         merged["spark.driver.extraClassPath"] = os.pathsep.join(str(jar) for jar in jars)
         archive = class_data.archive_path(_jar_cache(config), jars)
         java_options += " " + class_data.jvm_options(archive)
+    if jvm_options:
+        java_options += " " + jvm_options
     merged["spark.driver.extraJavaOptions"] = java_options
     merged.update(settings.conf)
     for key, value in merged.items():
@@ -288,11 +292,12 @@ def build_session(
     short_lived: bool = False,
     shared_classes: bool = False,
     lean_jvm: bool = False,
+    jvm_options: str = "",
 ) -> SparkSession:
     """Get (or create) the session for ``config`` with its log level applied; ``short_lived``,
-    ``shared_classes`` and ``lean_jvm``: see :func:`configure_builder` (the command line asks
-    for the archive; a caller that does must call :func:`finish_shared_classes` before it
-    exits)."""
+    ``shared_classes``, ``lean_jvm`` and ``jvm_options``: see :func:`configure_builder` (the
+    command line asks for the archive; a caller that does must call
+    :func:`finish_shared_classes` before it exits)."""
     launches_jvm = not config.spark.remote.startswith("sc://") and SparkContext._gateway is None
     # A session already running (a notebook's, a test's) keeps its settings.
     short_lived = short_lived and launches_jvm
@@ -303,7 +308,7 @@ def build_session(
         # again on its session and warns for each static one; the server already has them.
         warnings.filterwarnings("ignore", message="Failed to set spark", category=UserWarning)
         spark = configure_builder(
-            SparkSession.builder, config, short_lived, shared_classes, lean_jvm
+            SparkSession.builder, config, short_lived, shared_classes, lean_jvm, jvm_options
         ).getOrCreate()
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(config.spark.log_level)

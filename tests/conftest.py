@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from pipelines.config import Config, parse_config
 from pipelines.engine import START
 from pipelines.jobs import open_tables
 from pipelines.run_record import save_run_record
-from pipelines.session import INTERPRETED_QUERIES, LOG4J2_CONFIG, build_session, is_connect
+from pipelines.session import INTERPRETED_QUERIES, build_session, is_connect
 from pipelines.tables import create_tables
 from tests.acker_harness import Harness, copy_warehouse
 
@@ -92,12 +91,9 @@ TEST_JVM_OPTIONS = (
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    config = make_config(tmp_path_factory.mktemp("session-warehouse"))
-    java_options = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} {TEST_JVM_OPTIONS}"
-    settings = replace(
-        config.spark, conf={**config.spark.conf, "spark.driver.extraJavaOptions": java_options}
+    session = build_session(
+        make_config(tmp_path_factory.mktemp("session-warehouse")), jvm_options=TEST_JVM_OPTIONS
     )
-    session = build_session(replace(config, spark=settings))
     assert is_connect(session) == bool(SPARK_REMOTE)
     yield session
     session.stop()
