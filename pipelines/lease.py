@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import delta.exceptions as delta_errors
 from pyspark.sql import SparkSession
@@ -41,6 +42,7 @@ from pipelines.config import Config
 from pipelines.errors import WriterBusy, WriterFenced
 from pipelines.sql import TABLES, quoted_table, run_sql, session_settings
 from pipelines.tables import attach_tables, ensure_table
+from pipelines.warehouse_files import table_log, warehouse_files
 
 __all__ = [
     "FENCED_TABLES",
@@ -115,6 +117,28 @@ def read_lease(spark: SparkSession, config: Config) -> LeaseRow | None:
     return None if row is None else LeaseRow(**row.asDict())
 
 
+def lease_in_files(config: Config) -> LeaseRow | None:
+    """The lease's row read without Spark: the one file its newest commit's checksum file lists,
+    read with pyarrow; ``None`` where that cannot be told (tables this process does not read, a
+    table not yet seeded, a checksum not yet written or without its files). It may be a commit
+    behind, as a read in Spark may: a claim from it is a compare and set all the same."""
+    files = warehouse_files(config)
+    if files is None:
+        return None
+    log = table_log(config, LEASE_TABLE)
+    try:
+        newest = files.newest_commit(log)
+        checksum = None if newest is None else files.checksum(log, newest[0])
+        live = None if checksum is None else checksum.get("allFiles")
+        if not isinstance(live, list) or len(live) != 1 or "deletionVector" in live[0]:
+            return None
+        folder = log.removesuffix("/_delta_log")
+        rows = files.read_rows(f"{folder}/{unquote(live[0]['path'])}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return LeaseRow(**rows[0]) if len(rows) == 1 else None
+
+
 def _holder_alive(row: LeaseRow) -> bool | None:
     """Whether the holder's process still runs: known only for a process of this host."""
     if row.host != socket.gethostname() or row.pid is None:
@@ -177,8 +201,10 @@ def _claim_once(
 ) -> tuple[Lease | None, LeaseRow, bool]:
     """Try to claim the lease once: the lease (or ``None`` if another holds it), the row read
     before the attempt, and whether the claim took a lapsed lease from a holder that may still
-    be running (whose commits must then be fenced)."""
-    row = read_lease(spark, config)
+    be running (whose commits must then be fenced). The row is read without Spark where it
+    can be: the UPDATE after it is then the lease's first Delta statement, and the JVM's first
+    Delta read (5-7 s in a new process) overlaps the other threads' instead of adding to it."""
+    row = lease_in_files(config) or read_lease(spark, config)
     if row is None:
         # Of two seeds at once Delta commits one; the other's failure leaves the same row.
         _conflict_tolerated(

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
 from pipelines.config import Config
@@ -91,6 +93,17 @@ class WarehouseFiles:
         except ValueError:
             return None
         return found if isinstance(found, dict) else None
+
+    def read_rows(self, path: str) -> list[dict[str, Any]]:
+        """The rows of the Parquet file at ``path``, as dictionaries (timestamps as Python's
+        naive ``datetime``, to the microsecond, as Spark gives them)."""
+        table = pq.read_table(self._at(path), filesystem=self.store)
+        micros = pa.schema(
+            field.with_type(pa.timestamp("us")) if pa.types.is_timestamp(field.type) else field
+            for field in table.schema
+        )
+        rows: list[dict[str, Any]] = table.cast(micros).to_pylist()
+        return rows
 
     def names(self, folder: str) -> list[str]:
         """The names of the files directly in ``folder``; none where there is no such folder."""

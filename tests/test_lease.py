@@ -68,6 +68,28 @@ def test_of_two_claims_at_once_delta_commits_one(acker: Harness) -> None:
     assert won[0].holder in str(refused[0]) and "token 2" in str(refused[0])
 
 
+def test_the_lease_read_without_spark_is_the_row_delta_reads(acker: Harness) -> None:
+    config, spark = acker.config, acker.spark
+    lease.create_lease_table(spark, config)
+    assert lease.read_lease(spark, config) is None
+    assert lease.lease_in_files(config) is None, "no row before the first claim seeds it"
+    with lease.writer_lease(spark, config, "run") as held:
+        row = lease.lease_in_files(config)
+        assert row is not None and (row.token, row.pid, row.host) == (
+            held.token,
+            os.getpid(),
+            socket.gethostname(),
+        )
+        assert row.claimed_at == held.claimed_at and row.expires_at is not None
+        assert row == lease.read_lease(spark, config)
+        _set_lease(acker, "elsewhere", 1, expires_in_s=60)
+        assert lease.lease_in_files(config) == lease.read_lease(spark, config)
+        _set_lease(acker, socket.gethostname(), os.getpid(), expires_in_s=60)
+    released = lease.lease_in_files(config)
+    assert released is not None and released.expires_at is None
+    assert released == lease.read_lease(spark, config)
+
+
 def test_a_held_lease_is_refused_until_it_lapses_and_its_taker_fences_every_table(
     acker: Harness,
 ) -> None:
