@@ -200,8 +200,7 @@ def _holds_nothing(spark: SparkSession, config: Config) -> bool:
     if files is not None:
         log = table_log(config, "held_events")
         with contextlib.suppress(OSError):
-            newest = files.newest_commit(log)
-            checksum = None if newest is None else files.checksum(log, newest[0])
+            checksum = files.newest_checksum(log)
             if checksum is not None and checksum.get("numFiles") == 0:
                 return True
     return spark.table(config.qualified("held_events")).count() == 0

@@ -127,8 +127,7 @@ def lease_in_files(config: Config) -> LeaseRow | None:
         return None
     log = table_log(config, LEASE_TABLE)
     try:
-        newest = files.newest_commit(log)
-        checksum = None if newest is None else files.checksum(log, newest[0])
+        checksum = files.newest_checksum(log)
         live = None if checksum is None else checksum.get("allFiles")
         if not isinstance(live, list) or len(live) != 1 or "deletionVector" in live[0]:
             return None

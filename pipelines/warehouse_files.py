@@ -94,6 +94,13 @@ class WarehouseFiles:
             return None
         return found if isinstance(found, dict) else None
 
+    def newest_checksum(self, log: str) -> dict[str, Any] | None:
+        """What the checksum file of the Delta log ``log``'s newest commit says of its table
+        (:meth:`checksum`); ``None`` before the table's first commit, or where that file is
+        missing or unreadable."""
+        newest = self.newest_commit(log)
+        return None if newest is None else self.checksum(log, newest[0])
+
     def read_rows(self, path: str) -> list[dict[str, Any]]:
         """The rows of the Parquet file at ``path``, as dictionaries (timestamps as Python's
         naive ``datetime``, to the microsecond, as Spark gives them)."""
