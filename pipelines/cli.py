@@ -341,18 +341,15 @@ def _snapshots_warmed_beside(
 ) -> Iterator[None]:
     """For ``acker run`` in a classic session: load the Delta snapshots of the tables its
     micro-batch looks its anchors up in, in a thread of their own, while the run claims the
-    writer lease (and ingests): in a new process each table's first read costs about a second.
-    A failure there is left to the run's own read of the table to report. The ``with`` block
-    ends only once the thread has."""
-    from pipelines.session import is_connect
+    writer lease (and ingests): in a new process each table's first read costs about a second
+    (:func:`pipelines.tables.snapshots_warmed_beside`)."""
     from pipelines.sql import OUTCOME_TABLES
-    from pipelines.tables import warm_snapshots
+    from pipelines.tables import snapshots_warmed_beside
 
-    if args.verb != "run" or is_connect(spark):
+    if args.verb != "run":
         yield
         return
-    with ThreadPoolExecutor(1, thread_name_prefix="acker-warm") as pool:
-        pool.submit(warm_snapshots, spark, config, (*OUTCOME_TABLES, "pending"))
+    with snapshots_warmed_beside(spark, config, (*OUTCOME_TABLES, "pending")):
         yield
 
 

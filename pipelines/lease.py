@@ -29,7 +29,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,9 +40,8 @@ from pyspark.sql import SparkSession
 
 from pipelines.config import Config
 from pipelines.errors import WriterBusy, WriterFenced
-from pipelines.session import is_connect
 from pipelines.sql import TABLES, quoted_table, run_sql, session_settings
-from pipelines.tables import attach_tables, ensure_table
+from pipelines.tables import attach_tables, ensure_table, snapshots_warmed_beside
 from pipelines.warehouse_files import table_log, warehouse_files
 
 __all__ = [
@@ -370,21 +368,6 @@ def dml_fence(spark: SparkSession, config: Config) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def _release_prepared(spark: SparkSession, config: Config) -> Iterator[None]:
-    """Have Delta list the lease table's files as the claim left them, in a thread of its own
-    while the lease is held, so that the release's UPDATE finds them listed: listing them after a
-    commit is a Spark job, 1-2 s of a release at the end of a run, where nothing runs beside it.
-    A failure there is left to the release to report. Not over Spark Connect (not measured
-    there)."""
-    if is_connect(spark):
-        yield
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="acker-lease") as beside:
-        beside.submit(lambda: spark.table(config.qualified(LEASE_TABLE)).inputFiles())
-        yield
-
-
 def _set_expiry(lease: Lease, expires_at: datetime | None) -> bool:
     """Set when ``lease`` lapses (``None``: released), if it is still this writer's."""
     return _update(
@@ -418,7 +401,10 @@ def writer_lease(
     _held[key] = lease
     failed = True
     try:
-        with _release_prepared(spark, config):
+        # Delta lists the lease table's files as the claim left them beside the held work, so
+        # that the release's UPDATE finds them listed: after a commit that listing is a Spark
+        # job, 1-2 s of a release at the end of a run, where nothing runs beside it.
+        with snapshots_warmed_beside(spark, config, (LEASE_TABLE,)):
             yield lease
         failed = False
     finally:

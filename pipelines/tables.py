@@ -9,6 +9,7 @@ Unity Catalog) the tables are already there and attaching changes nothing.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from pipelines.config import Config
 from pipelines.errors import NotInitialised
+from pipelines.session import is_connect
 from pipelines.sql import TABLES, VIEWS, quoted_table, run_sql, session_settings
 from pipelines.warehouse_files import COMMIT_FILE, table_log, warehouse_files
 
@@ -42,6 +44,7 @@ __all__ = [
     "missing_tables",
     "needs_upgraded_tables",
     "schema_uri",
+    "snapshots_warmed_beside",
     "table_bytes",
     "table_location",
     "table_properties",
@@ -119,9 +122,29 @@ def table_uri(config: Config, table: str) -> str:
 def warm_snapshots(spark: SparkSession, config: Config, tables: Collection[str]) -> None:
     """Have Delta load each of ``tables``' current snapshot and its list of files into its cache,
     where the statements that read the tables later find them (Delta updates a cached snapshot
-    by the commits made since)."""
+    by the commits made since). A catalog's tables by name, where the catalog keeps them; a
+    warehouse folder's by path, since this session may not have registered them yet."""
     for table in tables:
-        spark.read.format("delta").load(table_uri(config, table)).inputFiles()
+        if config.warehouse.catalog:
+            found = spark.table(config.qualified(table))
+        else:
+            found = spark.read.format("delta").load(table_uri(config, table))
+        found.inputFiles()
+
+
+@contextmanager
+def snapshots_warmed_beside(
+    spark: SparkSession, config: Config, tables: Collection[str]
+) -> Iterator[None]:
+    """:func:`warm_snapshots` of ``tables`` in a thread of its own while the ``with`` block
+    runs, which ends only once the thread has; a failure there is left to the block's own
+    statements on the table to report. Nothing over Spark Connect (not measured there)."""
+    if is_connect(spark):
+        yield
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="acker-warm") as beside:
+        beside.submit(warm_snapshots, spark, config, tables)
+        yield
 
 
 def _use_schema(spark: SparkSession, config: Config) -> None:
