@@ -495,13 +495,16 @@ def _check_batch_order(config: Config, position: Position, batch_id: int) -> Non
         )
 
 
-def classify_events(spark: SparkSession, config: Config, events: DataFrame) -> DataFrame:
+def classify_events(
+    spark: SparkSession, config: Config, events: DataFrame, kept: bool = True
+) -> DataFrame:
     """``events`` (ack_events rows, with or without a ``staged_reason`` decided before the
     batch) tagged by classify_batch_events.sql with the reason each breaks the input contract,
-    and checkpointed."""
+    and checkpointed if ``kept`` (for a caller that reads them more than once)."""
     if "staged_reason" not in events.columns:
         events = events.withColumn("staged_reason", F.lit(None).cast("string"))
-    return run_sql(spark, config, "classify_batch_events", batch_events=events).localCheckpoint()
+    classified = run_sql(spark, config, "classify_batch_events", batch_events=events)
+    return classified.localCheckpoint() if kept else classified
 
 
 def committed_batch(spark: SparkSession, config: Config, batch_id: int) -> BatchResult | None:

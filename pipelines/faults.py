@@ -22,6 +22,7 @@ PAUSE_ENV = "ACKER_PAUSE_AT"
 CRASH_LOG_ENV = "ACKER_CRASH_LOG"
 
 CRASH_POINTS = (
+    "ingest:ack_events",
     "stage:kept",
     "stage:appended",
     "batch:aggregated",
@@ -47,8 +48,8 @@ def _names(wanted: str | None, step: str, ident: int) -> bool:
 
 def crash_point(step: str, ident: int) -> None:
     """Die here if ``ACKER_CRASH_AT`` names this step (and this batch id or epoch; for
-    ``stage:`` steps, the stream's batch id), or stop if ``ACKER_PAUSE_AT`` does; note it in
-    ``ACKER_CRASH_LOG``'s file, if set."""
+    ``stage:`` steps, the stream's batch id; for ``ingest:`` steps, the file's number from 1),
+    or stop if ``ACKER_PAUSE_AT`` does; note it in ``ACKER_CRASH_LOG``'s file, if set."""
     log = os.environ.get(CRASH_LOG_ENV)
     if log:
         with open(log, "a", encoding="utf-8") as reached:

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -35,9 +35,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipelines.config import Config
 from pipelines.engine import append_idempotent, classify_events
 from pipelines.errors import UnreadableInput
+from pipelines.faults import crash_point
 from pipelines.object_store import fetch, is_object_store_path, list_files, s3_filesystem
 from pipelines.session import is_connect
-from pipelines.sql import quoted_table, run_sql, run_sql_row
+from pipelines.sql import quoted_table, run_sql
 from pipelines.tables import log_heads
 
 __all__ = [
@@ -246,10 +247,17 @@ def read_rows(path: Path, fmt: str | None = None) -> Iterator[SourceRow]:
 
 @dataclass(frozen=True)
 class IngestedCounts:
-    """count_ingested_rows.sql: a file's rows per table they go to."""
+    """A file's rows per table they go to (select_ingested_events.sql's and
+    select_ingest_quarantine.sql's)."""
 
     ack_events: int
     quarantine: int
+
+
+def _counted() -> tuple[Column, Column]:
+    """The columns of IngestedCounts, counted over a file's classified rows."""
+    fit = F.col("read_problem").isNull() & F.col("quarantine_reason").isNull()
+    return F.count_if(fit).alias("ack_events"), F.count_if(~fit).alias("quarantine")
 
 
 @dataclass(frozen=True)
@@ -441,8 +449,9 @@ def _source_rows(
     name: str,
     fmt: str | None,
     progress: Callable[[str], None] | None,
-) -> DataFrame:
-    """The rows :func:`read_rows` reads, as a DataFrame of :data:`_SOURCE_SCHEMA`. They reach
+) -> tuple[DataFrame, int]:
+    """The rows :func:`read_rows` reads, as a DataFrame of :data:`_SOURCE_SCHEMA`, and how many
+    there are. They reach
     Spark as an Arrow table, which the JVM reads itself: Python rows would need Python workers
     to unpickle them (a worker process per new JVM, and Python on every executor)."""
     rows: list[tuple[Any, ...]] = []
@@ -457,7 +466,7 @@ def _source_rows(
         [pa.array(values, type=field.type) for values, field in zip(columns, schema, strict=True)],
         schema=schema,
     )
-    return spark.createDataFrame(table, _SOURCE_SCHEMA)
+    return spark.createDataFrame(table, _SOURCE_SCHEMA), len(rows)
 
 
 def ingest(
@@ -481,7 +490,7 @@ def ingest(
             if path is None:
                 assert store is not None  # input_files listed it there
                 path = fetch(store, file.name, Path(copies))
-            counts, written = _ingest_file(spark, config, file.name, path, fmt, progress)
+            counts, written = _ingest_file(spark, config, file.name, path, fmt, progress, index)
             if file.local is None:
                 path.unlink()
             if written or not any(counts.values()):
@@ -505,37 +514,50 @@ def _ingest_file(
     path: Path,
     fmt: str | None,
     progress: Callable[[str], None] | None,
+    number: int,
 ) -> tuple[dict[str, int], bool]:
-    """Append one file's rows (read at ``path``, named ``name``): its rows per table, and
-    whether this call wrote them (``False``: an earlier ingest of the same content had)."""
+    """Append one file's rows (read at ``path``, named ``name``, the ``number``-th file of the
+    ingest): its rows per table, and whether this call wrote them (``False``: an earlier ingest
+    of the same content had)."""
     read_by_spark = (
         _spark_parquet_rows(spark, path) if file_format(path, fmt) == "parquet" else None
     )
-    source = read_by_spark
-    if source is None:
-        source = _source_rows(spark, path, name, fmt, progress)
-    classified = classify_events(spark, config, source)
-    bad = classified
-    if read_by_spark is not None:
-        bad = _with_parquet_texts(spark, path, classified)
-    outputs = {
-        "ack_events": run_sql(
-            spark, config, "select_ingested_events", classified_events=classified
-        ),
-        "quarantine": run_sql(
-            spark, config, "select_ingest_quarantine", classified_events=bad, source=name
-        ),
-    }
-    counts = asdict(
-        run_sql_row(
-            spark, config, "count_ingested_rows", IngestedCounts, classified_events=classified
-        )
-    )
+    if read_by_spark is None:
+        source, rows = _source_rows(spark, path, name, fmt, progress)
+    else:
+        source, rows = read_by_spark, pq.ParquetFile(path).metadata.num_rows
+    if not rows:
+        return asdict(IngestedCounts(ack_events=0, quarantine=0)), False
+    # Read once, by ack_events' append, which counts the rows as it goes: keeping them first
+    # would write them to memory for a second read that seldom comes (a file with bad rows).
+    classified = classify_events(spark, config, source, kept=False)
     app = f"ingest/{_file_digest(path)}"
-    written = False
-    for table, df in outputs.items():
-        if counts[table]:
-            before = _table_version(spark, config, table)
-            append_idempotent(df, config, table, app, 0)
-            written |= _table_version(spark, config, table, before) != before
+    # An append Delta skips, the file ingested before, reads nothing: the rows are then
+    # counted on their own.
+    observed = None if is_connect(spark) else Observation("ingested rows")
+    fit = classified if observed is None else classified.observe(observed, *_counted())
+    before = _table_version(spark, config, "ack_events")
+    append_idempotent(
+        run_sql(spark, config, "select_ingested_events", classified_events=fit),
+        config,
+        "ack_events",
+        app,
+        0,
+    )
+    written = _table_version(spark, config, "ack_events", before) != before
+    crash_point("ingest:ack_events", number)
+    counted = observed.get if written and observed is not None else None
+    if counted is None:
+        counted = classified.agg(*_counted()).first().asDict()  # type: ignore[union-attr]
+    counts = asdict(IngestedCounts(**counted))
+    if counts["quarantine"]:
+        bad = classified
+        if read_by_spark is not None:
+            bad = _with_parquet_texts(spark, path, classified)
+        quarantine = run_sql(
+            spark, config, "select_ingest_quarantine", classified_events=bad, source=name
+        )
+        before = _table_version(spark, config, "quarantine")
+        append_idempotent(quarantine, config, "quarantine", app, 0)
+        written |= _table_version(spark, config, "quarantine", before) != before
     return counts, written

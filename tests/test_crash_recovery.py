@@ -250,7 +250,8 @@ def test_the_uninterrupted_run_reaches_every_crash_point(template: Template, spa
     assert_resolved_once(spark, template.reference)
     # every step the cases below kill a run at, the uninterrupted run passed; it left nothing
     # staged
-    assert {crash_target(p) for p in CRASH_POINTS if p != LEFT_STAGED} <= set(template.reached)
+    run_points = [p for p in BATCH_POINTS + TICK_POINTS + STAGE_POINTS if p != LEFT_STAGED]
+    assert {crash_target(p) for p in run_points} <= set(template.reached)
     assert crash_target(LEFT_STAGED) not in template.reached
 
 
@@ -302,6 +303,43 @@ def test_killed_after_staging_what_its_watermark_leaves_then_run_again_equals_th
     assert main(["run", "--conf", str(conf)]) == 0
     assert_same_tables(spark, config, reference)
     assert_resolved_once(spark, config)
+
+
+def test_an_ingest_killed_between_its_appends_then_run_again_ingests_the_file_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    config = make_config(tmp_path / "warehouse")
+    create_tables(spark, config)
+    conf = write_conf(config, tmp_path / "acker.toml")
+    good = [
+        {"anchor_id": anchor, "event_type": "ack", "xor_value": 7,
+         "event_time": "2026-03-01T12:00:00"}
+        for anchor in (11, 12, 13)
+    ]  # fmt: skip
+    bad = [
+        ("{\"anchor_id\": 14, ", "unparsable_row"),
+        (json.dumps({"anchor_id": 15, "event_type": "ack", "xor_value": 0,
+                     "event_time": "2026-03-01T12:00:00"}), "zero_xor_value"),
+    ]  # fmt: skip
+    path = tmp_path / "mixed.jsonl"
+    lines = [json.dumps(good[0]), bad[0][0], json.dumps(good[1]), bad[1][0], json.dumps(good[2])]
+    path.write_text("\n".join(lines) + "\n")
+
+    code, err = finish(acker_process(conf, "ingest", str(path), crash_at="ingest:ack_events@1"))
+    assert code == -signal.SIGKILL, err[-3000:]
+    assert (read_table(spark, config, "quarantine").count()) == 0
+
+    again = acker_process(conf, "ingest", str(path))
+    out, err = again.communicate(timeout=900)
+    assert again.returncode == 0, err[-3000:]
+    assert "1 files: 3 events into" in out and "2 rows quarantined" in out
+    events = read_table(spark, config, "ack_events").select("anchor_id")
+    assert sorted(row.anchor_id for row in events.collect()) == [11, 12, 13]
+    quarantined = read_table(spark, config, "quarantine").select("raw", "reason", "source_row")
+    assert sorted(tuple(row) for row in quarantined.collect()) == [
+        (bad[0][0], "unparsable_row", 2),
+        (bad[1][0], "zero_xor_value", 4),
+    ]
 
 
 def test_a_run_of_ticks_killed_then_run_again_equals_the_uninterrupted_run(
