@@ -38,6 +38,7 @@ from pipelines.tables import (
     LogHeads,
     log_heads,
     schema_uri,
+    snapshots_warmed_beside,
     table_property,
 )
 
@@ -1000,7 +1001,11 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
         through_epoch=plan.through_epoch,
         **asdict(figures),
     )
-    _log_batch(spark, config, result, replace=plan.again)
+    # A pass is followed by its ticks, whose first statement reads pending: Delta lists the
+    # files the MERGE left beside the batch log's append, not after it.
+    warmed = ("pending",) if plan.rows_to_merge and plan.through_epoch > plan.epoch else ()
+    with snapshots_warmed_beside(spark, config, warmed):
+        _log_batch(spark, config, result, replace=plan.again)
     crash_point("batch:committed", batch_id)
     return result
 
