@@ -451,9 +451,9 @@ def _source_rows(
     progress: Callable[[str], None] | None,
 ) -> tuple[DataFrame, int]:
     """The rows :func:`read_rows` reads, as a DataFrame of :data:`_SOURCE_SCHEMA`, and how many
-    there are. They reach
-    Spark as an Arrow table, which the JVM reads itself: Python rows would need Python workers
-    to unpickle them (a worker process per new JVM, and Python on every executor)."""
+    there are. They reach Spark as an Arrow table, which the JVM reads itself: Python rows
+    would need Python workers to unpickle them (a worker process per new JVM, and Python on
+    every executor)."""
     rows: list[tuple[Any, ...]] = []
     empty: tuple[None, ...] = (None,) * len(ACK_EVENTS_SCHEMA.fields)
     for row in read_rows(path, fmt):
@@ -535,16 +535,9 @@ def _ingest_file(
     # An append Delta skips, the file ingested before, reads nothing: the rows are then
     # counted on their own.
     observed = None if is_connect(spark) else Observation("ingested rows")
-    fit = classified if observed is None else classified.observe(observed, *_counted())
-    before = _table_version(spark, config, "ack_events")
-    append_idempotent(
-        run_sql(spark, config, "select_ingested_events", classified_events=fit),
-        config,
-        "ack_events",
-        app,
-        0,
-    )
-    written = _table_version(spark, config, "ack_events", before) != before
+    counting = classified if observed is None else classified.observe(observed, *_counted())
+    events = run_sql(spark, config, "select_ingested_events", classified_events=counting)
+    written = _appended(spark, config, events, "ack_events", app)
     crash_point("ingest:ack_events", number)
     counted = observed.get if written and observed is not None else None
     if counted is None:
@@ -557,7 +550,13 @@ def _ingest_file(
         quarantine = run_sql(
             spark, config, "select_ingest_quarantine", classified_events=bad, source=name
         )
-        before = _table_version(spark, config, "quarantine")
-        append_idempotent(quarantine, config, "quarantine", app, 0)
-        written |= _table_version(spark, config, "quarantine", before) != before
+        written |= _appended(spark, config, quarantine, "quarantine", app)
     return counts, written
+
+
+def _appended(spark: SparkSession, config: Config, rows: DataFrame, table: str, app: str) -> bool:
+    """Append ``rows`` to ``table`` once per ``app``; whether this call wrote them (``False``:
+    Delta skipped the append, which an earlier call had committed)."""
+    before = _table_version(spark, config, table)
+    append_idempotent(rows, config, table, app, 0)
+    return _table_version(spark, config, table, before) != before

@@ -138,8 +138,9 @@ def snapshots_warmed_beside(
 ) -> Iterator[None]:
     """:func:`warm_snapshots` of ``tables`` in a thread of its own while the ``with`` block
     runs, which ends only once the thread has; a failure there is left to the block's own
-    statements on the table to report. Nothing over Spark Connect (not measured there)."""
-    if is_connect(spark):
+    statements on the table to report. No thread for no tables, nor over Spark Connect (not
+    measured there)."""
+    if not tables or is_connect(spark):
         yield
         return
     with ThreadPoolExecutor(1, thread_name_prefix="acker-warm") as beside:

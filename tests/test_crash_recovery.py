@@ -327,7 +327,7 @@ def test_an_ingest_killed_between_its_appends_then_run_again_ingests_the_file_on
 
     code, err = finish(acker_process(conf, "ingest", str(path), crash_at="ingest:ack_events@1"))
     assert code == -signal.SIGKILL, err[-3000:]
-    assert (read_table(spark, config, "quarantine").count()) == 0
+    assert read_table(spark, config, "quarantine").count() == 0
 
     again = acker_process(conf, "ingest", str(path))
     out, err = again.communicate(timeout=900)
