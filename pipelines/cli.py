@@ -44,6 +44,9 @@ _SHORT_WITH_FEW_EVENTS_AND_SMALL_TABLES = {"run", "tick"}
 # Writers that end by refreshing the status record where the warehouse keeps one and they
 # outdated it: an ingest's appends leave it valid, and demo ends with a status.
 _REFRESHING_STATUS = {"run", "tick", "maintain"}
+# Verbs that, where they read or apply many events, interpret every query but those over the
+# events; a run only where `pending`, which its ticks scan, is small too.
+_COMPILING_ONLY_EVENT_QUERIES = {"ingest", "run"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -294,13 +297,19 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         return
     if say is not None and args.verb == "demo":
         say(f"starting Spark ({config.spark.remote or config.spark.master})")
-    lean_jvm, short_lived = _jvm_for(
+    lean_jvm, short_lived, events_compiled = _jvm_for(
         args.verb,
         getattr(args, "continuous", False),
         _events_to_apply(args, config, landed),
         *_table_bytes(config),
     )
-    spark = build_session(config, short_lived=short_lived, shared_classes=True, lean_jvm=lean_jvm)
+    spark = build_session(
+        config,
+        short_lived=short_lived,
+        shared_classes=True,
+        lean_jvm=lean_jvm,
+        events_compiled=events_compiled,
+    )
     leased = args.verb in _LEASED
     with (
         _snapshots_warmed_beside(args, spark, config),
@@ -359,14 +368,16 @@ def _jvm_for(
     events: int | None,
     pending_bytes: int | None,
     outcome_bytes: int | None,
-) -> tuple[bool, bool]:
-    """Whether ``verb`` starts a lean JVM, and whether it interprets its queries, for about
-    ``events`` events to read or apply, over tables of ``pending_bytes`` (``pending``) and
+) -> tuple[bool, bool, bool]:
+    """Whether ``verb`` starts a lean JVM, whether it interprets its queries, and whether it
+    compiles those over events all the same (:data:`pipelines.session.EVENT_QUERIES_COMPILED`),
+    for about ``events`` events to read or apply, over tables of ``pending_bytes`` (``pending``) and
     ``outcome_bytes`` (the outcome tables); ``None`` where that is not known before Spark
     starts. A verb that ends when its work does starts a lean JVM unless that work is large
     enough for the optimising compiler to pay; a continuous run, which lives for hours, keeps
     the JVM's defaults. One with few events over small tables interprets its queries, as
-    status does."""
+    status does; a run or ingest of more, where `pending` is small, interprets all but those
+    over the events."""
     from pipelines.session import (
         INTERPRETED_EVENTS_AT_MOST,
         INTERPRETED_OUTCOME_BYTES_AT_MOST,
@@ -375,7 +386,7 @@ def _jvm_for(
     )
 
     if continuous:
-        return False, False
+        return False, False, False
     lean = events is None or events <= LEAN_JVM_EVENTS_AT_MOST
     few = events is not None and events <= INTERPRETED_EVENTS_AT_MOST
     small_tables = (
@@ -391,7 +402,16 @@ def _jvm_for(
             or (small_tables and verb in _SHORT_WITH_FEW_EVENTS_AND_SMALL_TABLES)
         )
     )
-    return lean, interpreted
+    # Above the lean JVM's events a verb keeps the JVM's defaults, which interpreting would undo.
+    small_pending = pending_bytes is not None and pending_bytes <= INTERPRETED_PENDING_BYTES_AT_MOST
+    events_compiled = (
+        not interpreted
+        and lean
+        and events is not None
+        and verb in _COMPILING_ONLY_EVENT_QUERIES
+        and (verb == "ingest" or small_pending)
+    )
+    return lean, interpreted or events_compiled, events_compiled
 
 
 def _table_bytes(config: Config) -> tuple[int | None, int | None]:
@@ -495,7 +515,11 @@ def _ingest(
 ) -> None:
     """Append the event files at ``paths`` to ``ack_events`` and say what was appended."""
     from pipelines import jobs
+    from pipelines.sql import session_compiling_events
 
+    # Its own session where the claim beside it interprets its queries and the ingest's are
+    # compiled.
+    spark = session_compiling_events(spark)
     jobs.open_tables(spark, config, views=())
     _say_ingested(config, jobs.ingest(spark, config, paths, fmt=fmt, progress=say))
 

@@ -70,7 +70,7 @@ from pipelines.engine import (
 from pipelines.errors import CheckpointMismatch, ClockMismatch, StreamBatchTooWide
 from pipelines.faults import crash_point
 from pipelines.lease import check_lease, dml_fence
-from pipelines.sql import row_as, run_sql
+from pipelines.sql import compiled_for_events, row_as, run_sql
 from pipelines.tables import log_heads, table_property
 from pipelines.warehouse_files import table_log, warehouse_files
 
@@ -134,7 +134,8 @@ class Stager:
         before = log_heads(self.config, ("held_events",))
         if before is None:
             self._check_not_older(spark, batch_id)
-        engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
+        with compiled_for_events(spark):
+            engine.append_idempotent(staged, self.config, "held_events", "stage", batch_id)
         if before is not None and log_heads(self.config, ("held_events",), before) == before:
             self._check_not_older(spark, batch_id)
         crash_point("stage:appended", batch_id)
@@ -176,7 +177,8 @@ class Arrivals:
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        rows = staged_rows(batch, batch_id, self.config)
+        with compiled_for_events(spark):
+            rows = staged_rows(batch, batch_id, self.config)
         if self._held or not _holds_nothing(spark, self.config):
             Stager(self.config, self.position).stage(rows, batch_id)
             self._held = self.staged = True
@@ -184,7 +186,8 @@ class Arrivals:
         # Nothing is held: the newest staged stream batch is the newest slice's.
         newest = max(self.position.last_batch_id, self.position.started_batch_id or -1)
         _check_not_older(self.config, batch_id, newest // SLICE_SPAN)
-        rows = rows.localCheckpoint()
+        with compiled_for_events(spark):
+            rows = rows.localCheckpoint()
         crash_point("stage:kept", batch_id)
         ticks, self.position, self._held = drain_arriving(
             spark, self.config, self.position, self.progress, self.settled, rows, batch_id
@@ -453,9 +456,10 @@ class _Arriving(_Staged):
         once per stream batch; whether there were any."""
         if left.rows == 0:
             return False
-        engine.append_idempotent(
-            self.rows, self.config, "held_events", "stage", self.stream_batch_id
-        )
+        with compiled_for_events(self.spark):
+            engine.append_idempotent(
+                self.rows, self.config, "held_events", "stage", self.stream_batch_id
+            )
         crash_point("stage:appended", self.stream_batch_id)
         return True
 
@@ -744,15 +748,16 @@ class _Drain:
         # Before the scale is fixed its origin is unknown, but a whole number of intervals
         # (_fix_scale): epochs counted from 1970 group the rows as the scale's will.
         origin_us = 0 if self.scale is None else self.scale.origin_us
-        rows = run_sql(
-            self.spark,
-            self.config,
-            "summarize_held_events",
-            held_events=self.staged.name,
-            stream_batch_id=None if started is None else started // SLICE_SPAN,
-            origin_us=origin_us,
-            interval_us=_interval_us(self.config),
-        ).collect()
+        with compiled_for_events(self.spark):
+            rows = run_sql(
+                self.spark,
+                self.config,
+                "summarize_held_events",
+                held_events=self.staged.name,
+                stream_batch_id=None if started is None else started // SLICE_SPAN,
+                origin_us=origin_us,
+                interval_us=_interval_us(self.config),
+            ).collect()
         step = "summarize_held_events.sql"
         return _Held.of([row_as(row.asDict(), _HeldEpoch, step) for row in rows])
 

@@ -32,7 +32,14 @@ from pipelines.errors import CheckpointMismatch, InterruptedWork, ReplayConflict
 from pipelines.faults import crash_point
 from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
-from pipelines.sql import OUTCOME_TABLES, row_as, run_sql, run_sql_row, session_settings
+from pipelines.sql import (
+    OUTCOME_TABLES,
+    compiled_for_events,
+    row_as,
+    run_sql,
+    run_sql_row,
+    session_settings,
+)
 from pipelines.tables import (
     REBORN_ENTRIES_PROPERTY,
     LogHeads,
@@ -595,8 +602,9 @@ def process_batch(
     """
     if position is None:
         position = read_position(spark, config)
-    plan = plan_batch(spark, config, events, batch_id, position, through_epoch)
-    return None if plan is None else commit_batch(spark, config, plan)
+    with compiled_for_events(spark):
+        plan = plan_batch(spark, config, events, batch_id, position, through_epoch)
+        return None if plan is None else commit_batch(spark, config, plan)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from pipelines.config import Config
-from pipelines.session import is_connect
+from pipelines.session import COMPILED_QUERIES, EVENT_QUERIES_COMPILED, is_connect
 
 __all__ = [
     "OUTCOME_TABLES",
@@ -271,6 +271,36 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, own)
+
+
+@contextmanager
+def compiled_for_events(spark: SparkSession) -> Iterator[None]:
+    """Have the block's statements, which read a batch's events, compiled where the session
+    interprets its others (:data:`pipelines.session.EVENT_QUERIES_COMPILED`); elsewhere the
+    session's own settings hold. The settings are the session's: a thread beside the block
+    needs a session of its own (:func:`session_compiling_events`)."""
+    if not compiles_events(spark):
+        yield
+        return
+    with session_settings(spark, COMPILED_QUERIES):
+        yield
+
+
+def session_compiling_events(spark: SparkSession) -> SparkSession:
+    """For work over many events in a thread beside others: where ``spark`` interprets its
+    queries but compiles those over events, a new session of the same Spark whose queries are
+    compiled; else ``spark``."""
+    if not compiles_events(spark):
+        return spark
+    compiling = spark.newSession()
+    for key, value in COMPILED_QUERIES.items():
+        compiling.conf.set(key, value)
+    return compiling
+
+
+def compiles_events(spark: SparkSession) -> bool:
+    """Whether ``spark`` interprets its queries but compiles those over a batch's events."""
+    return not is_connect(spark) and spark.conf.get(EVENT_QUERIES_COMPILED, "false") == "true"
 
 
 def split_statements(text: str) -> list[str]:

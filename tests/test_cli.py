@@ -27,7 +27,7 @@ from pipelines.config import parse_config
 from pipelines.engine import BatchResult, TickResult
 from pipelines.jars import ensure_delta_jars
 from pipelines.run_record import nothing_to_run, unread_events, unread_files
-from pipelines.sql import TABLES, VIEWS
+from pipelines.sql import TABLES, VIEWS, compiled_for_events, session_compiling_events
 from pipelines.status_record import REFRESH_WINDOW_S, status_record_file
 from pipelines.tables import table_bytes, table_location
 from tests.acker_harness import Harness, ack, copy_warehouse, fail, init
@@ -512,27 +512,33 @@ MIB = 2**20
 
 @pytest.mark.fast
 @pytest.mark.parametrize(
-    ("verb", "continuous", "events", "tables_mib", "lean", "interpreted"),
+    ("verb", "continuous", "events", "tables_mib", "lean", "interpreted", "events_compiled"),
     [
-        ("run", False, 714, (1, 25), True, True),
-        ("run", False, 40_000, (4, 64), True, True),
-        ("run", False, 40_001, (1, 1), True, False),
+        ("run", False, 714, (1, 25), True, True, False),
+        ("run", False, 40_000, (4, 64), True, True, False),
+        # more events, over a small pending: only the statements over them are compiled
+        ("run", False, 40_001, (1, 1), True, True, True),
+        ("run", False, 714, (1, 65), True, True, True),
+        ("ingest", False, 430_000, (None, None), True, True, True),
         # a run and a tick scan pending whole, and the outcome tables once
-        ("run", False, 714, (5, 1), True, False),
-        ("tick", False, 0, (1, 65), True, False),
-        ("tick", False, 0, (0, 0), True, True),
-        ("run", False, 2_000_001, (0, 0), False, False),
+        ("run", False, 714, (5, 1), True, False, False),
+        ("run", False, 430_000, (5, 1), True, False, False),
+        ("tick", False, 0, (1, 65), True, False, False),
+        ("tick", False, 0, (0, 0), True, True, False),
+        ("run", False, 2_000_001, (0, 0), False, False, False),
+        ("ingest", False, 2_000_001, (None, None), False, False, False),
         # not known before Spark starts (an object store's files or tables): compiled
-        ("run", False, None, (0, 0), True, False),
-        ("run", False, 714, (None, 1), True, False),
-        ("tick", False, 0, (1, None), True, False),
+        ("run", False, None, (0, 0), True, False, False),
+        ("run", False, 714, (None, 1), True, False, False),
+        ("tick", False, 0, (1, None), True, False, False),
+        ("ingest", False, None, (None, None), True, False, False),
         # an ingest and an init do not read those tables
-        ("ingest", False, 20_000, (None, None), True, True),
-        ("init", False, 0, (None, None), True, True),
-        ("maintain", False, 0, (0, 0), True, False),
-        ("status", False, 0, (None, None), True, True),
-        ("sql", False, None, (None, None), True, True),
-        ("run", True, 10, (0, 0), False, False),
+        ("ingest", False, 20_000, (None, None), True, True, False),
+        ("init", False, 0, (None, None), True, True, False),
+        ("maintain", False, 0, (0, 0), True, False, False),
+        ("status", False, 0, (None, None), True, True, False),
+        ("sql", False, None, (None, None), True, True, False),
+        ("run", True, 10, (0, 0), False, False, False),
     ],
 )
 def test_a_verb_with_few_events_over_small_tables_interprets_its_queries(
@@ -542,9 +548,41 @@ def test_a_verb_with_few_events_over_small_tables_interprets_its_queries(
     tables_mib: tuple[int | None, int | None],
     lean: bool,
     interpreted: bool,
+    events_compiled: bool,
 ) -> None:
     pending, outcomes = (None if mib is None else mib * MIB for mib in tables_mib)
-    assert _jvm_for(verb, continuous, events, pending, outcomes) == (lean, interpreted)
+    assert _jvm_for(verb, continuous, events, pending, outcomes) == (
+        lean,
+        interpreted,
+        events_compiled,
+    )
+
+
+def _compiles(spark: SparkSession) -> bool:
+    """Whether ``spark`` plans a query with whole-stage generated code (``*(1)`` in its plan)."""
+    plan = spark.range(3).selectExpr("id + 1 as next")._jdf.queryExecution().executedPlan()
+    return "*(" in plan.toString()
+
+
+@pytest.mark.fast
+def test_a_session_that_compiles_only_event_queries_compiles_them_inside_the_block(
+    spark: SparkSession,
+) -> None:
+    marked, plain = spark.newSession(), spark.newSession()
+    for key, value in session.INTERPRETED_QUERIES.items():
+        marked.conf.set(key, value)
+        plain.conf.set(key, value)
+    marked.conf.set(session.EVENT_QUERIES_COMPILED, "true")
+    assert not _compiles(marked)
+    with compiled_for_events(marked):
+        assert _compiles(marked)
+    assert not _compiles(marked)
+    beside = session_compiling_events(marked)
+    assert beside is not marked and _compiles(beside) and not _compiles(marked)
+    # a session not so marked keeps its own settings
+    with compiled_for_events(plain):
+        assert not _compiles(plain)
+    assert session_compiling_events(plain) is plain
 
 
 @pytest.mark.fast
