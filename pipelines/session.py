@@ -136,7 +136,7 @@ COMPILED_QUERIES: dict[str, str] = {
 # Marks a session that interprets its queries, as a few small ones are cheaper, but compiles
 # those over a batch's events (:func:`pipelines.sql.compiled_for_events`): a command-line run
 # or ingest of many events, where `pending` is small. What else a run does reads small tables,
-# and interpreted those statements cost a 5-minute cycle of 430,000 events about 1.3 s less
+# and interpreted those statements cost a 5-minute cycle of 430,000 events 1.3-1.9 s less
 # (its ticks' DELETE from `pending` 0.9 against 1.8 s, the lease's claim 7.1 against 9.0 s);
 # the batch's own statements cost it 2.5 s more interpreted (decisions.md, 5 Dec).
 EVENT_QUERIES_COMPILED = "spark.acker.eventQueriesCompiled"

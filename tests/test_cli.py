@@ -541,7 +541,7 @@ MIB = 2**20
         ("run", True, 10, (0, 0), False, False, False),
     ],
 )
-def test_a_verb_with_few_events_over_small_tables_interprets_its_queries(
+def test_a_verb_interprets_its_queries_over_small_tables_and_compiles_those_over_many_events(
     verb: str,
     continuous: bool,
     events: int | None,
