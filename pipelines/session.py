@@ -321,6 +321,10 @@ def build_session(
     launches_jvm = not config.spark.remote.startswith("sc://") and SparkContext._gateway is None
     # A session already running (a notebook's, a test's) keeps its settings.
     short_lived = short_lived and launches_jvm
+    # A Connect session's settings cannot follow the events' statements alone: where the
+    # caller would compile only those, it compiles every query.
+    if events_compiled and config.spark.remote:
+        short_lived = events_compiled = False
     shared_classes = shared_classes and launches_jvm
     lean_jvm = lean_jvm and launches_jvm
     with warnings.catch_warnings(), _jvm_notice_dropped() if launches_jvm else nullcontext():
@@ -334,7 +338,7 @@ def build_session(
             shared_classes,
             lean_jvm,
             jvm_options,
-            events_compiled=events_compiled and not config.spark.remote,
+            events_compiled=events_compiled,
         ).getOrCreate()
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(config.spark.log_level)
