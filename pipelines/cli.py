@@ -389,10 +389,10 @@ def _jvm_for(
         return False, False, False
     lean = events is None or events <= LEAN_JVM_EVENTS_AT_MOST
     few = events is not None and events <= INTERPRETED_EVENTS_AT_MOST
+    small_pending = pending_bytes is not None and pending_bytes <= INTERPRETED_PENDING_BYTES_AT_MOST
     small_tables = (
-        pending_bytes is not None
+        small_pending
         and outcome_bytes is not None
-        and pending_bytes <= INTERPRETED_PENDING_BYTES_AT_MOST
         and outcome_bytes <= INTERPRETED_OUTCOME_BYTES_AT_MOST
     )
     interpreted = verb in _SHORT_LIVED or (
@@ -402,10 +402,9 @@ def _jvm_for(
             or (small_tables and verb in _SHORT_WITH_FEW_EVENTS_AND_SMALL_TABLES)
         )
     )
-    # Above the lean JVM's events a verb keeps the JVM's defaults, which interpreting would undo.
-    small_pending = pending_bytes is not None and pending_bytes <= INTERPRETED_PENDING_BYTES_AT_MOST
     events_compiled = (
         not interpreted
+        # above the lean JVM's events a verb keeps the JVM's defaults, which interpreting undoes
         and lean
         and events is not None
         and verb in _COMPILING_ONLY_EVENT_QUERIES
