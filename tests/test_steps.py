@@ -352,3 +352,59 @@ def test_a_large_tree_finds_its_re_deliveries_by_intersection_as_a_small_one_doe
         fold(acker, events, pending, large_trees=keys_held > 64),
         [(9, "upsert", 1000 ^ 66, True, False, 4, None, 1, 1, None, None)],
     )
+
+
+# Writing the new state: the MERGE and the overwrite that replaces it on a small pending, each
+# alone on the same hand-made pending rows and batch state, against hand-written rows.
+@pytest.mark.fast
+@pytest.mark.parametrize("statement", ["merge_pending", "overwrite_pending"])
+def test_the_new_state_is_written_to_pending_as_each_row_s_action_says(
+    acker: Harness, statement: str
+) -> None:
+    spark, config = acker.spark, acker.config
+    # trees 1-4 and 8 pending (checksum 6), written by batch 3
+    touched(acker, *((anchor, 6, 2, "array(11)") for anchor in (1, 2, 3, 4, 8))).writeTo(
+        config.qualified("pending")
+    ).append()
+    changes = {  # anchor: (action, new checksum, outcome) of batch 7
+        1: ("upsert", 4, None),  # still pending: updated
+        2: ("upsert", 0, "completed"),  # resolved: its row stays, marked, until the next batch
+        3: ("purge", 6, None),  # resolved by an earlier batch: removed
+        4: ("drop", 6, None),  # only an earlier attempt of this batch made it: removed
+        5: ("upsert", 9, None),  # new and pending: inserted
+        6: ("upsert", 0, "completed"),  # new and resolved at once: never gets a row
+        7: ("drop", 6, None),  # nothing to remove
+    }
+    trees = touched(acker, *((anchor, 6, 2, "array(11)") for anchor in changes))
+    actions = spark.createDataFrame(
+        [(anchor, *change) for anchor, change in changes.items()],
+        "anchor_id bigint, action string, checksum bigint, outcome string",
+    )
+    state = (
+        trees.drop("checksum", "outcome")
+        .join(actions, "anchor_id")
+        .withColumn("batch_id", F.lit(7).cast("bigint"))
+    )
+
+    run_sql(spark, config, statement, batch_state=state).collect()
+
+    found = acker.table("pending").select("anchor_id", "checksum", "batch_id", "outcome")
+    expected = spark.createDataFrame(
+        [(1, 4, 7, None), (2, 0, 7, "completed"), (5, 9, 7, None), (8, 6, 3, None)],
+        "anchor_id bigint, checksum bigint, batch_id bigint, outcome string",
+    )
+    assert_df_equality(
+        found, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
+
+
+@pytest.mark.fast
+def test_a_batch_overwrites_a_pending_no_larger_than_it_and_merges_into_a_larger_one(
+    acker: Harness,
+) -> None:
+    acker.batch(init(1, 5), init(2, 6), init(3, 7))  # 3 rows into an empty pending
+    acker.batch(ack(1, 5))  # 1 row into 3
+    history = acker.spark.sql(f"describe history {acker.config.qualified('pending')}")
+    operations = [row["operation"] for row in history.orderBy("version").collect()]
+    assert operations[-2:] == ["WRITE", "MERGE"]
+    assert acker.pending_ids() == {2, 3}
