@@ -8,8 +8,8 @@
 -- Parameters: :pending (table).
 -- Why: a MERGE into a small table costs several Delta jobs (the touched files, the rows
 --      written, the deletion vectors) and leaves a deletion vector per file that the ticks'
---      DELETE and every later read pay for; a table no larger than the batch is rewritten in
---      one job, as one file.
+--      DELETE and every later read pay for; a table no larger than the batch is rewritten by
+--      one write.
 insert overwrite identifier(:pending)
 select t.*
 from identifier(:pending) as t

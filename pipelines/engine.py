@@ -566,7 +566,8 @@ class BatchPlan:
     outputs: dict[str, tuple[int, DataFrame]]
     """Per output table, in the order they are written: its row count and its rows."""
     state: DataFrame
-    """The rows merge_pending.sql applies to ``pending`` (:func:`fold_events`' output)."""
+    """The rows merge_pending.sql or overwrite_pending.sql writes to ``pending``
+    (:func:`fold_events`' output)."""
     rows_to_merge: int
     pending_rows: int
     """The rows of ``pending`` before the batch, counted from Delta's log."""
@@ -971,8 +972,8 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     recoverable: the outputs (each replacing its rows of an earlier attempt), the new state into
     ``pending``, then the ``committed`` row of the batch log. The new state is a MERGE, or an
     overwrite of the whole table where it holds no more rows than the batch writes: on a
-    scheduled cycle's few thousand pending trees, one Delta job instead of the MERGE's several
-    (1.9-2.2 s against 3.1-3.2 s), and no deletion vectors for the ticks' DELETE to read."""
+    scheduled cycle's few thousand pending trees, one write instead of the MERGE's several
+    jobs (1.9-2.2 s against 3.1-3.2 s), and no deletion vectors for the ticks' DELETE to read."""
     batch_id, figures = plan.batch_id, plan.figures
     crash_point("batch:aggregated", batch_id)
     # A first attempt has nothing to replace, so it skips empty outputs.
