@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import reduce
@@ -759,26 +760,40 @@ def _is_replay(
 def look_up_touched_state(
     spark: SparkSession, config: Config, classified: DataFrame, batch_id: int
 ) -> TouchedState:
-    """The batch's anchors, their earlier outcomes, and the pending rows they touch."""
+    """The batch's anchors, their earlier outcomes, and the pending rows they touch. The
+    outcomes and the rows are read side by side, from different tables: a new process's driver
+    plans each statement on one core while the other waits (with the outputs written side by
+    side, 0.6-0.9 s less of a 5-minute cycle)."""
     anchors = run_sql(
         spark, config, "select_batch_anchors", classified_events=classified
     ).localCheckpoint()
-    tombstones = run_sql(
-        spark,
-        config,
-        "find_batch_tombstones",
-        batch_anchors=anchors,
-        outcome_anchors=_outcome_anchors(spark, config, for_batch=True),
-        batch_id=batch_id,
-    ).localCheckpoint()
-    rows = run_sql(
-        spark,
-        config,
-        "select_touched_pending",
-        batch_anchors=anchors,
-        batch_tombstones=tombstones,
-        batch_id=batch_id,
-    ).localCheckpoint()
+    outcomes = _outcome_anchors(spark, config, for_batch=True)
+
+    def find_tombstones() -> DataFrame:
+        return run_sql(
+            spark,
+            config,
+            "find_batch_tombstones",
+            batch_anchors=anchors,
+            outcome_anchors=outcomes,
+            batch_id=batch_id,
+        ).localCheckpoint()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="acker-tombstones") as beside:
+        found = beside.submit(find_tombstones)
+        rows = run_sql(
+            spark, config, "select_touched_pending", batch_anchors=anchors, batch_id=batch_id
+        ).localCheckpoint()
+        tombstones = found.result()
+    if table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none":
+        rows = run_sql(
+            spark,
+            config,
+            "drop_reborn_entries",
+            touched_pending=rows,
+            batch_tombstones=tombstones,
+            batch_id=batch_id,
+        ).localCheckpoint()
     counts = run_sql_row(
         spark,
         config,
@@ -969,18 +984,25 @@ def _select_outputs(
 
 def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchResult:
     """Write what ``plan`` computed, in the order that makes a crash between any two writes
-    recoverable: the outputs (each replacing its rows of an earlier attempt), the new state into
-    ``pending``, then the ``committed`` row of the batch log. The new state is a MERGE, or an
-    overwrite of the whole table where it holds no more rows than the batch writes: on a
-    scheduled cycle's few thousand pending trees, one write instead of the MERGE's several
-    jobs (1.9-2.2 s against 3.1-3.2 s), and no deletion vectors for the ticks' DELETE to read."""
+    recoverable: the outputs (each replacing its rows of an earlier attempt, side by side), the
+    new state into ``pending``, then the ``committed`` row of the batch log. The new state is a
+    MERGE, or an overwrite of the whole table where it holds no more rows than the batch
+    writes: on a scheduled cycle's few thousand pending trees, one write instead of the MERGE's
+    several jobs (1.9-2.2 s against 3.1-3.2 s), and no deletion vectors for the ticks' DELETE
+    to read."""
     batch_id, figures = plan.batch_id, plan.figures
     crash_point("batch:aggregated", batch_id)
-    # A first attempt has nothing to replace, so it skips empty outputs.
-    for table, (rows, df) in plan.outputs.items():
-        if rows or plan.again:
-            _write_batch_rows(df, config, table, batch_id, replace=plan.again)
-            crash_point(f"batch:{table}", batch_id)
+    # A first attempt has nothing to replace, so it skips empty outputs. Each output is a table
+    # of its own, committed on its own: they are written side by side.
+    written = [(table, df) for table, (rows, df) in plan.outputs.items() if rows or plan.again]
+
+    def write_output(table: str, df: DataFrame) -> None:
+        _write_batch_rows(df, config, table, batch_id, replace=plan.again)
+        crash_point(f"batch:{table}", batch_id)
+
+    with ThreadPoolExecutor(max(len(written), 1), thread_name_prefix="acker-output") as writers:
+        for done in [writers.submit(write_output, table, df) for table, df in written]:
+            done.result()
     # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
     if figures.completed or figures.failed or plan.again:
         resolved = [

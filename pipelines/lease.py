@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -104,6 +105,7 @@ class Lease:
 
 
 _held: dict[str, Lease] = {}
+_renewing = threading.Lock()
 T = TypeVar("T")
 
 
@@ -334,9 +336,12 @@ def check_lease(config: Config) -> Lease | None:
     lease = _held.get(config.qualified_schema)
     if lease is None:
         return None
-    elapsed = time.monotonic() - lease.renewed
-    if elapsed >= lease.lease_s / 3:
-        _renew(lease, elapsed)
+    # A batch writes its outputs from several threads: one renews, the others then find it
+    # renewed (two renewals at once would conflict, and the loser would think itself fenced).
+    with _renewing:
+        elapsed = time.monotonic() - lease.renewed
+        if elapsed >= lease.lease_s / 3:
+            _renew(lease, elapsed)
     return lease
 
 

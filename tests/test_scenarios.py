@@ -332,6 +332,26 @@ def test_an_entry_an_older_acker_opened_after_an_outcome_expires_as_late_events(
     assert [tuple(r) for r in ticks.orderBy("epoch").collect()] == [(1, 0, 0), (2, 0, 1)]
 
 
+def test_a_batch_leaves_an_entry_an_older_acker_opened_after_an_outcome_as_it_is(
+    acker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    acker: Harness = acker_factory(buckets=2)
+    acker.spark.sql(
+        f"alter table {acker.config.qualified('pending')} "
+        f"unset tblproperties ('{REBORN_ENTRIES_PROPERTY}')"
+    )
+    _plant_entry_opened_after_an_outcome(acker)
+    acker.batch(ack(A, E3, 30))  # late, for A completed in batch 0: the entry is not its state
+
+    entry = acker.table("pending").select("anchor_id", "batch_id", "checksum", "event_count")
+    assert [tuple(r) for r in entry.collect()] == [(A, 0, E2, 1)]
+    late = acker.table("late_events").select(
+        "anchor_id", "event_type", "outcome", "outcome_reason", "outcome_batch_id", "batch_id"
+    )
+    expected = acker.spark.createDataFrame([(A, "ack", "completed", "acked", 0, 1)], late.schema)
+    assert_df_equality(late, expected, ignore_nullable=True, ignore_metadata=True)
+
+
 def _plant_entry_opened_after_an_outcome(acker: Harness) -> None:
     """A's entry without init, opened although A had completed before the batch that opened
     it: what an older acker, which forgot outcomes after a window, could leave."""
