@@ -763,7 +763,7 @@ def look_up_touched_state(
     """The batch's anchors, their earlier outcomes, and the pending rows they touch. The
     outcomes and the rows are read side by side, from different tables: a new process's driver
     plans each statement on one core while the other waits (with the outputs written side by
-    side, 0.6-0.9 s less of a 5-minute cycle)."""
+    side, a cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
     anchors = run_sql(
         spark, config, "select_batch_anchors", classified_events=classified
     ).localCheckpoint()
