@@ -313,11 +313,7 @@ def test_an_entry_an_older_acker_opened_after_an_outcome_expires_as_late_events(
     acker_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     acker: Harness = acker_factory(buckets=2)
-    # pending as an older acker created it, without the property saying it holds no such entry
-    acker.spark.sql(
-        f"alter table {acker.config.qualified('pending')} "
-        f"unset tblproperties ('{REBORN_ENTRIES_PROPERTY}')"
-    )
+    _make_pending_an_older_acker_s(acker)
     _plant_entry_opened_after_an_outcome(acker)
     acker.tick(2)  # the tick that would expire A's entry no_init
 
@@ -336,10 +332,7 @@ def test_a_batch_leaves_an_entry_an_older_acker_opened_after_an_outcome_as_it_is
     acker_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     acker: Harness = acker_factory(buckets=2)
-    acker.spark.sql(
-        f"alter table {acker.config.qualified('pending')} "
-        f"unset tblproperties ('{REBORN_ENTRIES_PROPERTY}')"
-    )
+    _make_pending_an_older_acker_s(acker)
     _plant_entry_opened_after_an_outcome(acker)
     acker.batch(ack(A, E3, 30))  # late, for A completed in batch 0: the entry is not its state
 
@@ -350,6 +343,15 @@ def test_a_batch_leaves_an_entry_an_older_acker_opened_after_an_outcome_as_it_is
     )
     expected = acker.spark.createDataFrame([(A, "ack", "completed", "acked", 0, 1)], late.schema)
     assert_df_equality(late, expected, ignore_nullable=True, ignore_metadata=True)
+
+
+def _make_pending_an_older_acker_s(acker: Harness) -> None:
+    """pending as an older acker created it, without the property saying it holds no entry
+    opened for an anchor that already has an outcome."""
+    acker.spark.sql(
+        f"alter table {acker.config.qualified('pending')} "
+        f"unset tblproperties ('{REBORN_ENTRIES_PROPERTY}')"
+    )
 
 
 def _plant_entry_opened_after_an_outcome(acker: Harness) -> None:
