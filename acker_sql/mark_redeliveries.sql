@@ -39,6 +39,16 @@ event_keys as (
     group by anchor_id, event_type, xor_value, event_epoch
 ),
 
+-- Across the epochs of a pass, a key's first epoch applies it and later ones re-deliver it
+-- (a single epoch's batch plans no window: :multi_epoch is false). Taken before the join
+-- below, the window reads the keys in the order their grouping sorted them, without a sort.
+keys_by_first_epoch as (
+    select
+        *,
+        min(event_epoch) over (partition by anchor_id, event_type, xor_value) as first_epoch
+    from event_keys
+),
+
 -- A re-delivery is a key the tree already applied. Looking each key up in its tree's keys is
 -- a scan per key: for a tree holding 10^5 keys, 10^5 new keys cost 10^10 comparisons (18 s a
 -- batch). A tree holding more than :large_tree_keys keys instead intersects them, hashed, with
@@ -74,17 +84,20 @@ lookup_keys as (
     left join large_batch_keys as k on b.anchor_id = k.anchor_id
 )
 
--- Across the epochs of a pass, a key's first epoch applies it and later ones re-deliver it
--- (a single epoch's batch plans no window: :multi_epoch is false).
 select
-    k.*,
+    k.anchor_id,
+    k.event_type,
+    k.xor_value,
+    k.event_epoch,
+    k.event_key,
+    k.copies,
+    k.first_time,
+    k.last_time,
+    k.spout_task,
+    k.source_msg_id,
     k.event_type in ('init', 'ack', 'anchor') and (
         coalesce(array_contains(l.keys, k.event_key), false)
-        or (
-            :multi_epoch and min(k.event_epoch) over (
-                partition by k.anchor_id, k.event_type, k.xor_value
-            ) < k.event_epoch
-        )
+        or (:multi_epoch and k.first_epoch < k.event_epoch)
     ) as seen_before
-from event_keys as k
+from keys_by_first_epoch as k
 left join lookup_keys as l on k.anchor_id = l.anchor_id

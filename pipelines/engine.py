@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from functools import reduce
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -56,6 +56,7 @@ __all__ = [
     "START",
     "BatchFigures",
     "BatchInput",
+    "BatchOutput",
     "BatchPlan",
     "BatchResult",
     "BatchSummary",
@@ -552,6 +553,30 @@ class BatchFigures:
     pending_inserted: int
     pending_removed: int
 
+    def with_late(self, late: int) -> BatchFigures:
+        """These figures with ``late`` late events, which also came in."""
+        return replace(self, late=late, events_in=self.events_in + late)
+
+
+@dataclass(frozen=True)
+class BatchOutput:
+    """One output table's rows of a micro-batch, and how many there are: counted before they
+    are written, or, where counting would read the batch's events once more, as they are
+    written (an :class:`Observation` of the write)."""
+
+    rows: DataFrame
+    count: int = 0
+    observed: Observation | None = None
+    """Where set, the rows are counted as they are written, and ``count`` is not used."""
+
+    @property
+    def may_have_rows(self) -> bool:
+        return self.observed is not None or self.count > 0
+
+    def written_count(self) -> int:
+        """How many rows there are; for an observed count, once they are written."""
+        return self.count if self.observed is None else int(self.observed.get["rows"])
+
 
 @dataclass(frozen=True)
 class BatchPlan:
@@ -564,8 +589,8 @@ class BatchPlan:
     again: bool
     """Whether an earlier attempt of this batch id may have written rows, which it replaces."""
     fingerprint: str
-    outputs: dict[str, tuple[int, DataFrame]]
-    """Per output table, in the order they are written: its row count and its rows."""
+    outputs: dict[str, BatchOutput]
+    """Per output table, in the order they are written."""
     state: DataFrame
     """The rows merge_pending.sql or overwrite_pending.sql writes to ``pending``
     (:func:`fold_events`' output)."""
@@ -576,6 +601,8 @@ class BatchPlan:
     """The earlier steps the outputs read: over Spark Connect a checkpoint lasts only as long
     as the DataFrame object that made it."""
     figures: BatchFigures
+    """The batch's counts but its late events', which :func:`commit_batch` adds as it writes
+    them."""
     started: float
     started_at: datetime
 
@@ -708,13 +735,13 @@ def plan_batch(
     else:
         folded = _apply_capacity_guard(spark, config, folded, pending_before)
     outputs = _select_outputs(spark, config, classified, touched, folded, batch_input, batch_id)
-    summary, late_count = folded.summary, outputs["late_events"][0]
+    summary = folded.summary
     figures = BatchFigures(
-        events_in=summary.rows_in + batch_input.quarantined + late_count,
+        events_in=summary.rows_in + batch_input.quarantined,
         events_applied=summary.applied,
         duplicates=summary.duplicates,
         quarantined=batch_input.quarantined,
-        late=late_count,
+        late=0,
         completed=summary.completed,
         failed=summary.failed,
         overflowed=summary.overflowed,
@@ -926,8 +953,8 @@ def _select_outputs(
     folded: FoldedState,
     batch_input: BatchInput,
     batch_id: int,
-) -> dict[str, tuple[int, DataFrame]]:
-    """Per output table, in the order they are written: its row count and its rows."""
+) -> dict[str, BatchOutput]:
+    """Per output table, in the order they are written, its rows."""
     late_state = folded.rows.where(F.col("late_from").isNotNull()).select(
         "anchor_id", "late_from", "late_outcome", "late_reason"
     )
@@ -945,14 +972,15 @@ def _select_outputs(
         late_state=late_state,
         batch_id=batch_id,
     )
-    # Late events are rare: without tombstones or events a pass left unapplied there are none,
-    # and counting them would read every event of the batch again.
-    late_count = 0
+    # Without tombstones or events a pass left unapplied there are no late events. Where there
+    # may be some, their append counts them: a count before it would read every event of the
+    # batch once more (0.3 s of a 5-minute cycle), and an append of no rows commits nothing.
+    late_rows = None
     if folded.summary.late_in_pass or not touched.tombstones.isEmpty():
-        late_count = late.count()
+        late_rows = Observation()
+        late = late.observe(late_rows, F.count(F.lit(1)).alias("rows"))
     outputs = {
-        outcome: (
-            count,
+        outcome: BatchOutput(
             run_sql(
                 spark,
                 config,
@@ -961,15 +989,15 @@ def _select_outputs(
                 outcome=outcome,
                 batch_id=batch_id,
             ),
+            count,
         )
         for outcome, count in (
             ("completed", folded.summary.completed),
             ("failed", folded.summary.failed),
         )
     }
-    outputs["late_events"] = (late_count, late)
-    outputs["quarantine"] = (
-        batch_input.quarantined,
+    outputs["late_events"] = BatchOutput(late, observed=late_rows)
+    outputs["quarantine"] = BatchOutput(
         run_sql(
             spark,
             config,
@@ -978,6 +1006,7 @@ def _select_outputs(
             batch_id=batch_id,
             source=config.qualified("ack_events"),
         ),
+        batch_input.quarantined,
     )
     return outputs
 
@@ -994,7 +1023,11 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     crash_point("batch:aggregated", batch_id)
     # A first attempt has nothing to replace, so it skips empty outputs. Each output is a table
     # of its own, committed on its own: they are written side by side.
-    written = [(table, df) for table, (rows, df) in plan.outputs.items() if rows or plan.again]
+    written = [
+        (table, output.rows)
+        for table, output in plan.outputs.items()
+        if output.may_have_rows or plan.again
+    ]
 
     def write_output(table: str, df: DataFrame) -> None:
         _write_batch_rows(df, config, table, batch_id, replace=plan.again)
@@ -1003,10 +1036,11 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
     with ThreadPoolExecutor(max(len(written), 1), thread_name_prefix="acker-output") as writers:
         for done in [writers.submit(write_output, table, df) for table, df in written]:
             done.result()
+    figures = figures.with_late(plan.outputs["late_events"].written_count())
     # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
     if figures.completed or figures.failed or plan.again:
         resolved = [
-            plan.outputs[outcome][1].select(
+            plan.outputs[outcome].rows.select(
                 "anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS
             )
             for outcome in ("completed", "failed")
@@ -1122,42 +1156,54 @@ def _tick_to(
             reborn = None
         else:
             expired = expired.join(reborn.select("anchor_id"), "anchor_id", "left_anti")
-    if not expired.isEmpty():
-        _forget_outcomes_unless_current(config)
-        append_idempotent(expired, config, "expired", "tick", first_epoch)
-        crash_point("tick:expired", target)
-        _keep_outcomes_written(
+
+    def select_log(expired_rows: DataFrame, late_rows: DataFrame) -> DataFrame:
+        return run_sql(
             spark,
             config,
-            expired.select("anchor_id", F.lit("expired").alias("outcome"), *_OUTCOME_KEYS),
+            "select_ticks",
+            expired_rows=expired_rows,
+            late_rows=late_rows,
+            first_epoch=first_epoch,
+            target=target,
+            clock=clock,
+            last_batch_id=position.last_batch_id,
+            origin_us=None if scale is None else scale.origin_us,
+            interval_us=None if scale is None else scale.interval_us,
+        ).localCheckpoint()
+
+    # A run that finishes one a crash interrupted counts what the first attempt wrote as well,
+    # after its writes; any other counts what it writes, without reading the tables (about
+    # 0.5 s a tick), beside the writes.
+    counted_beside = position.unfinished_tick is None and reborn is None
+    with ThreadPoolExecutor(1, thread_name_prefix="acker-tick-log") as beside:
+        if counted_beside:
+            log_selected = beside.submit(
+                select_log, expired, _row_in_jvm(spark, _TICK_LATE_ROWS, None)
+            )
+        if not expired.isEmpty():
+            _forget_outcomes_unless_current(config)
+            append_idempotent(expired, config, "expired", "tick", first_epoch)
+            crash_point("tick:expired", target)
+            _keep_outcomes_written(
+                spark,
+                config,
+                expired.select("anchor_id", F.lit("expired").alias("outcome"), *_OUTCOME_KEYS),
+            )
+        if reborn is not None:
+            late = run_sql(spark, config, "select_reborn_late_events", reborn_entries=reborn, **run)
+            append_idempotent(late, config, "late_events", "tick", first_epoch)
+        cutoff = target - config.acker.buckets
+        _run_idempotent(spark, config, "tick", first_epoch, "delete_expired", cutoff=cutoff)
+        crash_point("tick:deleted", target)
+        log = (
+            log_selected.result()
+            if counted_beside
+            else select_log(
+                spark.table(config.qualified("expired")),
+                spark.table(config.qualified("late_events")),
+            )
         )
-    if reborn is not None:
-        late = run_sql(spark, config, "select_reborn_late_events", reborn_entries=reborn, **run)
-        append_idempotent(late, config, "late_events", "tick", first_epoch)
-    cutoff = target - config.acker.buckets
-    _run_idempotent(spark, config, "tick", first_epoch, "delete_expired", cutoff=cutoff)
-    crash_point("tick:deleted", target)
-    # A run that finishes one a crash interrupted counts what the first attempt wrote as well;
-    # any other counts what it wrote, without reading the tables (about 0.5 s a tick).
-    if position.unfinished_tick is None and reborn is None:
-        expired_rows = expired
-        late_rows = _row_in_jvm(spark, _TICK_LATE_ROWS, None)
-    else:
-        expired_rows = spark.table(config.qualified("expired"))
-        late_rows = spark.table(config.qualified("late_events"))
-    log = run_sql(
-        spark,
-        config,
-        "select_ticks",
-        expired_rows=expired_rows,
-        late_rows=late_rows,
-        first_epoch=first_epoch,
-        target=target,
-        clock=clock,
-        last_batch_id=position.last_batch_id,
-        origin_us=None if scale is None else scale.origin_us,
-        interval_us=None if scale is None else scale.interval_us,
-    ).localCheckpoint()
     # Not idempotent by txnVersion: the epoch is read from these rows, so no run writes them
     # twice, and Delta's check of the version rebuilds the table's snapshot (about 0.4 s).
     check_lease(config)

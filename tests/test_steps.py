@@ -101,7 +101,7 @@ def test_a_plan_counts_what_each_of_its_steps_found(acker: Harness) -> None:
         pending_removed=0,
     )
     assert plan.rows_to_merge == 1  # tree 2; the trees resolved at once never enter pending
-    assert {table: count for table, (count, _) in plan.outputs.items()} == {
+    assert {table: output.written_count() for table, output in plan.outputs.items()} == {
         "completed": 1,
         "failed": 1,
         "late_events": 0,
