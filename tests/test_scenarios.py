@@ -259,6 +259,9 @@ def test_late_ack_after_completion_and_after_expiry(acker: Harness) -> None:
     assert_df_equality(
         late, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
     )
+    # the batch log counts the late events as their append wrote them
+    logged = acker.table("batches").where("batch_id = 1").select("events_in", "late").collect()
+    assert [tuple(row) for row in logged] == [(2, 2)]
     acker.assert_outcomes(
         completed=[outcome(A, "acked", init_ms=0, first_ms=0, last_ms=10, events=2, batch=0)],
         expired=[
