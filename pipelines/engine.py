@@ -1175,12 +1175,12 @@ def _tick_to(
     # A run that finishes one a crash interrupted counts what the first attempt wrote as well,
     # after its writes; any other counts what it writes, without reading the tables (about
     # 0.5 s a tick), beside the writes.
-    counted_beside = position.unfinished_tick is None and reborn is None
     with ThreadPoolExecutor(1, thread_name_prefix="acker-tick-log") as beside:
-        if counted_beside:
-            log_selected = beside.submit(
-                select_log, expired, _row_in_jvm(spark, _TICK_LATE_ROWS, None)
-            )
+        log_selected = (
+            beside.submit(select_log, expired, _row_in_jvm(spark, _TICK_LATE_ROWS, None))
+            if position.unfinished_tick is None and reborn is None
+            else None
+        )
         if not expired.isEmpty():
             _forget_outcomes_unless_current(config)
             append_idempotent(expired, config, "expired", "tick", first_epoch)
@@ -1198,7 +1198,7 @@ def _tick_to(
         crash_point("tick:deleted", target)
         log = (
             log_selected.result()
-            if counted_beside
+            if log_selected is not None
             else select_log(
                 spark.table(config.qualified("expired")),
                 spark.table(config.qualified("late_events")),
