@@ -1,7 +1,8 @@
 -- create_writer_lease.sql
 -- What: the writer lease, one row: who may write the acker's tables now. A writer verb claims
---       it with a conditional UPDATE (update_writer_lease.sql) and Delta's optimistic
---       concurrency lets one of two concurrent claims commit; `token` grows by one a claim
+--       it by rewriting its file if the token is still the one it read (a Delta transaction
+--       of its JVM, or update_writer_lease.sql), and Delta's optimistic concurrency lets one
+--       of two concurrent claims commit; `token` grows by one a claim
 --       and is the fencing token the writer's commits carry (pipelines.lease).
 -- Who runs it: `acker init`.
 -- Parameters: :table.

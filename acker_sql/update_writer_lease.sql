@@ -4,7 +4,8 @@
 --       updates Delta commits one and fails the other; one that finds another token updates
 --       no row. Claim: :token = :seen_token + 1; renew and release: :token = :seen_token, and
 --       release sets :expires_at null.
--- Who runs it: pipelines.lease.
+-- Who runs it: pipelines.lease, where it does not commit the swap of files itself (a Spark
+--              Connect session, a catalog's table).
 -- Parameters: :writer_lease (table); :seen_token, :token; :holder, :host, :pid; :claimed_at,
 --             :expires_at (UTC timestamps as text, or null).
 update identifier(:writer_lease)

@@ -90,6 +90,28 @@ def test_the_lease_read_without_spark_is_the_row_delta_reads(acker: Harness) -> 
     assert released == lease.read_lease(spark, config)
 
 
+def test_a_classic_session_claims_and_releases_the_lease_without_a_spark_job(
+    acker: Harness,
+) -> None:
+    spark, config = acker.spark, acker.config
+    with lease.writer_lease(spark, config, "run"):
+        pass  # the lease now exists, released, token 1
+    context = spark.sparkContext
+    context.setJobGroup("lease", "a claim and its release")
+    try:
+        with lease.writer_lease(spark, config, "tick") as held:
+            claimed = lease.lease_in_files(config)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert context.statusTracker().getJobIdsForGroup("lease") == []
+    assert claimed is not None and (claimed.token, claimed.holder) == (2, held.holder)
+    row = lease.read_lease(spark, config)
+    assert row is not None and (row.token, row.holder, row.expires_at) == (2, held.holder, None)
+    history = spark.sql(f"describe history {config.qualified(lease.LEASE_TABLE)}")
+    operations = [r.operation for r in history.orderBy("version").collect()]
+    assert operations[-2:] == ["UPDATE", "UPDATE"], operations
+
+
 def test_a_held_lease_is_refused_until_it_lapses_and_its_taker_fences_every_table(
     acker: Harness,
 ) -> None:
