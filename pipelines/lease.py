@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import delta.exceptions as delta_errors
@@ -135,15 +135,25 @@ def lease_in_files(config: Config) -> LeaseRow | None:
         return None
     log = table_log(config, LEASE_TABLE)
     try:
-        checksum = files.newest_checksum(log)
-        live = None if checksum is None else checksum.get("allFiles")
-        if not isinstance(live, list) or len(live) != 1 or "deletionVector" in live[0]:
+        found = _live_file_rows(files, log, files.newest_checksum(log))
+        if found is None:
             return None
-        folder = log.removesuffix("/_delta_log")
-        rows = files.read_rows(f"{folder}/{unquote(live[0]['path'])}")
+        rows = found[1]
         return LeaseRow(**rows[0]) if len(rows) == 1 else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _live_file_rows(
+    files: WarehouseFiles, log: str, checksum: dict[str, Any] | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The lease table's one file as ``checksum`` lists it, and the rows it holds; ``None``
+    where there is no checksum, or it lists no single file without deletion vectors."""
+    live = None if checksum is None else checksum.get("allFiles")
+    if not isinstance(live, list) or len(live) != 1 or "deletionVector" in live[0]:
+        return None
+    folder = log.removesuffix("/_delta_log")
+    return live[0], files.read_rows(f"{folder}/{unquote(live[0]['path'])}")
 
 
 def _holder_alive(row: LeaseRow) -> bool | None:
@@ -232,17 +242,15 @@ def _update_in_log(
         spark._jsparkSession, table_uri(config, LEASE_TABLE)
     ).startTransaction()
     log = table_log(config, LEASE_TABLE)
-    checksum = files.checksum(log, commit_name(transaction.readVersion()))
-    live = None if checksum is None else checksum.get("allFiles")
-    if not isinstance(live, list) or len(live) != 1 or "deletionVector" in live[0]:
+    found = _live_file_rows(files, log, files.checksum(log, commit_name(transaction.readVersion())))
+    if found is None:
         return None
-    folder = log.removesuffix("/_delta_log")
-    old = live[0]
-    rows = files.read_rows(f"{folder}/{unquote(old['path'])}")
+    old, rows = found
     if len(rows) != 1 or rows[0]["token"] != seen_token:
         return False
     name = f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
-    size = files.write_rows(f"{folder}/{name}", _lease_schema(), [asdict(new)])
+    folder = log.removesuffix("/_delta_log")
+    size = files.write_rows(f"{folder}/{name}", _LEASE_SCHEMA, [asdict(new)])
     now_ms = int(time.time() * 1000)
     swap = [
         {
@@ -281,18 +289,17 @@ def _update_in_log(
     return committed is not None
 
 
-def _lease_schema() -> pa.Schema:
-    """The lease's row as Parquet holds it for Spark (create_writer_lease.sql)."""
-    return pa.schema(
-        [
-            ("token", pa.int64()),
-            ("holder", pa.string()),
-            ("host", pa.string()),
-            ("pid", pa.int32()),
-            ("claimed_at", pa.timestamp("us", tz="UTC")),
-            ("expires_at", pa.timestamp("us", tz="UTC")),
-        ]
-    )
+# The lease's row as Parquet holds it for Spark (create_writer_lease.sql).
+_LEASE_SCHEMA = pa.schema(
+    [
+        ("token", pa.int64()),
+        ("holder", pa.string()),
+        ("host", pa.string()),
+        ("pid", pa.int32()),
+        ("claimed_at", pa.timestamp("us", tz="UTC")),
+        ("expires_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 
 
 def _conflict_tolerated(statement: Callable[[], T]) -> T | None:
