@@ -267,6 +267,7 @@ def _run_line(report: Any) -> str:
 
 def _dispatch(args: argparse.Namespace, config: Config) -> None:
     from pipelines import jobs, lease
+    from pipelines.engine import prepare_outcome_lookup
     from pipelines.ingest import IngestReport
     from pipelines.run_record import file_keys, nothing_to_run
     from pipelines.session import build_session, finish_shared_classes
@@ -319,9 +320,11 @@ def _dispatch(args: argparse.Namespace, config: Config) -> None:
         lease.writer_lease(spark, config, args.verb, args.wait, say) if leased else nullcontext(),
     ):
         if ingesting is not None:
-            # The run's other tables are attached while the ingest attaches and writes its own.
+            # The run attaches its other tables, and analyses its first look-up, while the
+            # ingest attaches and writes its own.
             others = [table for table in TABLES if table not in INGESTED_TABLES]
             jobs.open_tables(spark, config, views=(), tables=others)
+            prepare_outcome_lookup(spark, config)
             ingesting.result()  # the run applies what it ingested
         _run_verb(args, config, spark, say, progress, landed)
     if args.verb in _REFRESHING_STATUS:
