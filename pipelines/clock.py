@@ -177,17 +177,19 @@ class Arrivals:
 
     def apply(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
-        with compiled_for_events(spark):
-            rows = staged_rows(batch, batch_id, self.config)
         if self._held or not _holds_nothing(spark, self.config):
+            with compiled_for_events(spark):
+                rows = staged_rows(batch, batch_id, self.config)
             Stager(self.config, self.position).stage(rows, batch_id)
             self._held = self.staged = True
             return
         # Nothing is held: the newest staged stream batch is the newest slice's.
         newest = max(self.position.last_batch_id, self.position.started_batch_id or -1)
         _check_not_older(self.config, batch_id, newest // SLICE_SPAN)
+        # Kept before staged_rows takes their median event time from them: the stream batch's
+        # files are read once, not once for the median and again to keep the rows.
         with compiled_for_events(spark):
-            rows = rows.localCheckpoint()
+            rows = staged_rows(batch.localCheckpoint(), batch_id, self.config)
         crash_point("stage:kept", batch_id)
         ticks, self.position, self._held = drain_arriving(
             spark, self.config, self.position, self.progress, self.settled, rows, batch_id
