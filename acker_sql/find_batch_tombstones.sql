@@ -10,21 +10,23 @@
 --         (mark_redeliveries.sql leaves them out, select_late_events.sql writes them).
 -- Why no check against pending: a tree with an outcome never re-enters pending, because its
 --             events are late.
+-- Why the earlier batches' rows are picked by FILTER clauses, not a WHERE: Delta would take a
+--     WHERE on batch_id to skip files by their statistics, one Spark job per outcome table,
+--     and every file holds earlier batches' rows, so none would be skipped.
 with remembered as (
     select r.*
     from {outcome_anchors} as r
     left semi join {batch_anchors} as b on r.anchor_id = b.anchor_id
-    where r.batch_id < :batch_id
 ),
 
 final as (
     select
         anchor_id,
-        max_by(outcome, batch_id) as outcome,
-        max_by(reason, batch_id) as outcome_reason,
-        max(batch_id) as outcome_batch_id
+        max_by(outcome, batch_id) filter (where batch_id < :batch_id) as outcome,
+        max_by(reason, batch_id) filter (where batch_id < :batch_id) as outcome_reason,
+        max(batch_id) filter (where batch_id < :batch_id) as outcome_batch_id
     from remembered
     group by anchor_id
 )
 
-select * from final
+select * from final where outcome_batch_id is not null

@@ -9,18 +9,29 @@
 -- Why: a MERGE into a small table costs several Delta jobs (the touched files, the rows
 --      written, the deletion vectors) and leaves a deletion vector per file that the ticks'
 --      DELETE and every later read pay for; a table no larger than the batch is rewritten by
---      one write.
+--      one write. One join reads pending once, the batch's row winning where both have one:
+--      a union of the untouched and the written rows read it twice (each read a Delta file
+--      listing of its own) and wrote one file per shuffle partition for each half.
 insert overwrite identifier(:pending)
-select t.*
-from identifier(:pending) as t
-left anti join {batch_state} as s on t.anchor_id = s.anchor_id
-union all
 select
-    s.anchor_id, s.checksum, s.has_init, s.failed, s.spout_task, s.source_msg_id, s.init_time,
-    s.first_event_time, s.last_event_time, s.event_count, s.epoch, s.applied_keys, s.batch_id,
-    s.outcome, s.prev
-from {batch_state} as s
-left join identifier(:pending) as t on t.anchor_id = s.anchor_id
+    if(s.anchor_id is null, t.anchor_id, s.anchor_id) as anchor_id,
+    if(s.anchor_id is null, t.checksum, s.checksum) as checksum,
+    if(s.anchor_id is null, t.has_init, s.has_init) as has_init,
+    if(s.anchor_id is null, t.failed, s.failed) as failed,
+    if(s.anchor_id is null, t.spout_task, s.spout_task) as spout_task,
+    if(s.anchor_id is null, t.source_msg_id, s.source_msg_id) as source_msg_id,
+    if(s.anchor_id is null, t.init_time, s.init_time) as init_time,
+    if(s.anchor_id is null, t.first_event_time, s.first_event_time) as first_event_time,
+    if(s.anchor_id is null, t.last_event_time, s.last_event_time) as last_event_time,
+    if(s.anchor_id is null, t.event_count, s.event_count) as event_count,
+    if(s.anchor_id is null, t.epoch, s.epoch) as epoch,
+    if(s.anchor_id is null, t.applied_keys, s.applied_keys) as applied_keys,
+    if(s.anchor_id is null, t.batch_id, s.batch_id) as batch_id,
+    if(s.anchor_id is null, t.outcome, s.outcome) as outcome,
+    if(s.anchor_id is null, t.prev, s.prev) as prev
+from identifier(:pending) as t
+full outer join {batch_state} as s on t.anchor_id = s.anchor_id
 where
-    (t.anchor_id is not null and s.action not in ('purge', 'drop'))
+    s.anchor_id is null
+    or (t.anchor_id is not null and s.action not in ('purge', 'drop'))
     or (t.anchor_id is null and s.action = 'upsert' and s.outcome is null)
