@@ -4,6 +4,7 @@ name, and the binding itself: a statement's DataFrames are visible to it and to 
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from functools import reduce
 from typing import Any
 
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.engine import BatchFigures, BatchInput, fold_events, plan_batch, read_position
-from pipelines.sql import row_as, run_sql
+from pipelines.sql import row_as, run_sql, run_sql_row
 from pipelines.workload import Event
 from tests.acker_harness import Harness, ack, at, fail, init
 
@@ -61,6 +62,60 @@ def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
     missing = r"needs parameters \['batch_id', 'outcome_anchors'\]"
     with pytest.raises(KeyError, match=missing):
         run_sql(acker.spark, acker.config, "find_batch_tombstones", batch_anchors=anchors)
+
+
+@pytest.mark.fast
+def test_a_batch_s_fingerprint_and_anchors_come_from_its_rows_grouped_once_by_anchor(
+    acker: Harness,
+) -> None:
+    spark, config = acker.spark, acker.config
+    classified = spark.createDataFrame(
+        [
+            (1, 5, None),
+            (1, 5, None),  # a duplicate row counts twice: the fingerprint keeps it apart
+            (1, -2, "invalid_event_type"),
+            (2, 2**62, None),
+            (2, 2**62, None),  # beyond 64 bits once summed
+            (3, 9, "zero_anchor"),  # an anchor with no valid event is not looked up
+            (None, 4, "null_anchor_id"),
+        ],
+        "anchor_id bigint, row_hash bigint, quarantine_reason string",
+    )
+
+    by_anchor = run_sql(spark, config, "group_batch_by_anchor", classified_events=classified)
+    fingerprint = run_sql_row(
+        spark, config, "fingerprint_batch", BatchInput, batch_by_anchor=by_anchor
+    )
+    anchors = run_sql(spark, config, "select_batch_anchors", batch_by_anchor=by_anchor)
+
+    expected = spark.createDataFrame(
+        [
+            (1, True, 3, Decimal(8), 1),
+            (2, True, 2, Decimal(2**63), 0),
+            (3, False, 1, Decimal(9), 1),
+            (None, False, 1, Decimal(4), 1),
+        ],
+        "anchor_id bigint, has_valid_event boolean, rows bigint, row_hash_sum decimal(38, 0), "
+        "quarantined bigint",
+    )
+    assert_df_equality(by_anchor, expected, ignore_row_order=True, ignore_nullable=True)
+    assert fingerprint == BatchInput(f"7:{8 + 2**63 + 9 + 4}", 3)
+    assert sorted(row.anchor_id for row in anchors.collect()) == [1, 2]
+
+
+@pytest.mark.fast
+def test_an_empty_batch_s_fingerprint_counts_no_row(acker: Harness) -> None:
+    spark = acker.spark
+    classified = spark.createDataFrame(
+        [], "anchor_id bigint, row_hash bigint, quarantine_reason string"
+    )
+    by_anchor = run_sql(spark, acker.config, "group_batch_by_anchor", classified_events=classified)
+
+    fingerprint = run_sql_row(
+        spark, acker.config, "fingerprint_batch", BatchInput, batch_by_anchor=by_anchor
+    )
+
+    assert fingerprint == BatchInput("0:0", 0)
 
 
 @pytest.mark.fast
