@@ -728,15 +728,12 @@ def plan_batch(
     if "event_epoch" not in events.columns:
         events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
     classified = classify_events(spark, config, events)
-    by_anchor = run_sql(
-        spark, config, "group_batch_by_anchor", classified_events=classified
-    ).localCheckpoint()
     batch_input = run_sql_row(
-        spark, config, "fingerprint_batch", BatchInput, batch_by_anchor=by_anchor
+        spark, config, "fingerprint_batch", BatchInput, classified_events=classified
     )
     if _is_replay(spark, config, batch_id, position, batch_input.fingerprint):
         return None
-    touched = look_up_touched_state(spark, config, by_anchor, batch_id)
+    touched = look_up_touched_state(spark, config, classified, batch_id)
     folded = fold_batch(spark, config, classified, touched, batch_id, epoch, through)
     # Every resolved row of pending is among the touched rows, and Delta answers a whole
     # table's count from its log without reading the files: no scan of pending per batch.
@@ -797,14 +794,15 @@ def _is_replay(
 
 
 def look_up_touched_state(
-    spark: SparkSession, config: Config, by_anchor: DataFrame, batch_id: int
+    spark: SparkSession, config: Config, classified: DataFrame, batch_id: int
 ) -> TouchedState:
-    """The batch's anchors (from ``by_anchor``, group_batch_by_anchor.sql's rows,
-    materialised), their earlier outcomes, and the pending rows they touch. The outcomes and
-    the rows are read side by side, from different tables: a new process's driver plans each
-    statement on one core while the other waits (with the outputs written side by side, a
-    cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
-    anchors = run_sql(spark, config, "select_batch_anchors", batch_by_anchor=by_anchor)
+    """The batch's anchors, their earlier outcomes, and the pending rows they touch. The
+    outcomes and the rows are read side by side, from different tables: a new process's driver
+    plans each statement on one core while the other waits (with the outputs written side by
+    side, a cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
+    anchors = run_sql(
+        spark, config, "select_batch_anchors", classified_events=classified
+    ).localCheckpoint()
     outcomes = _outcome_anchors(spark, config, for_batch=True)
 
     def find_tombstones() -> DataFrame:

@@ -4,7 +4,6 @@ name, and the binding itself: a statement's DataFrames are visible to it and to 
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
 from functools import reduce
 from typing import Any
 
@@ -65,57 +64,37 @@ def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
 
 
 @pytest.mark.fast
-def test_a_batch_s_fingerprint_and_anchors_come_from_its_rows_grouped_once_by_anchor(
+def test_a_batch_s_fingerprint_counts_its_rows_and_sums_their_hashes_beyond_64_bits(
     acker: Harness,
 ) -> None:
     spark, config = acker.spark, acker.config
+    columns = "anchor_id bigint, row_hash bigint, quarantine_reason string"
     classified = spark.createDataFrame(
         [
             (1, 5, None),
-            (1, 5, None),  # a duplicate row counts twice: the fingerprint keeps it apart
+            (1, 5, None),  # a duplicate row counts twice: an XOR would cancel it
             (1, -2, "invalid_event_type"),
             (2, 2**62, None),
             (2, 2**62, None),  # beyond 64 bits once summed
-            (3, 9, "zero_anchor"),  # an anchor with no valid event is not looked up
+            (4, -(2**63), None),
             (None, 4, "null_anchor_id"),
         ],
-        "anchor_id bigint, row_hash bigint, quarantine_reason string",
+        columns,
     )
-
-    by_anchor = run_sql(spark, config, "group_batch_by_anchor", classified_events=classified)
-    fingerprint = run_sql_row(
-        spark, config, "fingerprint_batch", BatchInput, batch_by_anchor=by_anchor
-    )
-    anchors = run_sql(spark, config, "select_batch_anchors", batch_by_anchor=by_anchor)
-
-    expected = spark.createDataFrame(
-        [
-            (1, True, 3, Decimal(8), 1),
-            (2, True, 2, Decimal(2**63), 0),
-            (3, False, 1, Decimal(9), 1),
-            (None, False, 1, Decimal(4), 1),
-        ],
-        "anchor_id bigint, has_valid_event boolean, rows bigint, row_hash_sum decimal(38, 0), "
-        "quarantined bigint",
-    )
-    assert_df_equality(by_anchor, expected, ignore_row_order=True, ignore_nullable=True)
-    assert fingerprint == BatchInput(f"7:{8 + 2**63 + 9 + 4}", 3)
-    assert sorted(row.anchor_id for row in anchors.collect()) == [1, 2]
-
-
-@pytest.mark.fast
-def test_an_empty_batch_s_fingerprint_counts_no_row(acker: Harness) -> None:
-    spark = acker.spark
-    classified = spark.createDataFrame(
-        [], "anchor_id bigint, row_hash bigint, quarantine_reason string"
-    )
-    by_anchor = run_sql(spark, acker.config, "group_batch_by_anchor", classified_events=classified)
 
     fingerprint = run_sql_row(
-        spark, acker.config, "fingerprint_batch", BatchInput, batch_by_anchor=by_anchor
+        spark, config, "fingerprint_batch", BatchInput, classified_events=classified
+    )
+    empty = run_sql_row(
+        spark,
+        config,
+        "fingerprint_batch",
+        BatchInput,
+        classified_events=spark.createDataFrame([], columns),
     )
 
-    assert fingerprint == BatchInput("0:0", 0)
+    assert fingerprint == BatchInput(f"7:{5 + 5 - 2 + 2**62 + 2**62 - 2**63 + 4}", 2)
+    assert empty == BatchInput("0:0", 0)
 
 
 @pytest.mark.fast
