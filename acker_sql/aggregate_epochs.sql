@@ -5,7 +5,7 @@
 --       epochs as one array in epoch order. Re-deliveries add nothing to the checksum or the
 --       keys; fail and reset rows are each applied, as Storm 2.x's acker applies every one.
 -- Who runs it: pipelines.engine.fold_events, reading {marked_keys} (mark_redeliveries.sql).
--- Parameters: none.
+-- Parameters: :multi_epoch, whether the events span several epochs.
 -- Output: one row per anchor with events: `parts`, its epochs' partials sorted by epoch.
 -- Edge cases: bit_xor of no rows is NULL, hence coalesce(.., 0).
 with epoch_agg as (
@@ -68,17 +68,14 @@ with epoch_agg as (
     group by anchor_id, event_epoch
 )
 
--- each anchor's epochs in order (the struct sorts by its first field)
-select
-    anchor_id,
-    array_sort(
-        collect_list(
-            struct(
-                event_epoch as epoch, xor_delta, saw_init, saw_fail, saw_reset, applied,
-                rows_in, duplicates, other_key, init_spout_task, init_source_msg_id,
-                init_time, first_time, last_time, new_keys
-            )
-        )
-    ) as parts
+-- each anchor's epochs in order (the struct sorts by its first field); a single epoch's batch
+-- (:multi_epoch false) holds one epoch per anchor, whose row is its array as it stands: the
+-- planner drops the other branch, and with it a second aggregation of the batch's trees
+select anchor_id, array({{include epoch_part}}) as parts
 from epoch_agg
+where not :multi_epoch
+union all
+select anchor_id, array_sort(collect_list({{include epoch_part}})) as parts
+from epoch_agg
+where :multi_epoch
 group by anchor_id

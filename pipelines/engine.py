@@ -96,6 +96,12 @@ __all__ = [
 # values, an estimated 200 bytes, so 50,000 rows stay near Spark's default 10 MB broadcast.
 BROADCAST_MERGE_ROWS = 50_000
 
+# The most anchors a micro-batch broadcasts to its read of pending's touched rows: 8 bytes each,
+# 32 MB at most. Spark estimates a batch's distinct anchors from its events and broadcast them
+# only below about 1.2 million (a batch of 6 million events); above, the read shuffled all of
+# pending to meet them (16 s of a 10^7-event batch over 10^7 pending trees).
+_TOUCHED_ANCHORS_BROADCAST = 4_000_000
+
 # Above this many applied keys a tree's re-deliveries are found by one hashed intersection with
 # the batch's keys rather than a search per event (mark_redeliveries.sql): a scan of 64 longs is
 # cheaper than building a hash set, a scan of 10^5 per event is not.
@@ -725,7 +731,8 @@ def plan_batch(
     through = epoch if through_epoch is None else through_epoch
     started = time.monotonic()
     started_at = _now()
-    if "event_epoch" not in events.columns:
+    # A single epoch's events are all of it (aggregate_epochs.sql gives each anchor one part).
+    if through == epoch or "event_epoch" not in events.columns:
         events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
     classified = classify_events(spark, config, events)
     batch_input = run_sql_row(
@@ -800,10 +807,15 @@ def look_up_touched_state(
     outcomes and the rows are read side by side, from different tables: a new process's driver
     plans each statement on one core while the other waits (with the outputs written side by
     side, a cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
-    anchors = run_sql(
-        spark, config, "select_batch_anchors", classified_events=classified
-    ).localCheckpoint()
+    anchors_counted = Observation()
+    anchors = (
+        run_sql(spark, config, "select_batch_anchors", classified_events=classified)
+        .observe(anchors_counted, F.count(F.lit(1)).alias("rows"))
+        .localCheckpoint()
+    )
     outcomes = _outcome_anchors(spark, config, for_batch=True)
+    fits = anchors_counted.get["rows"] <= _TOUCHED_ANCHORS_BROADCAST
+    touched_anchors = anchors.hint("broadcast") if fits else anchors
 
     def find_tombstones() -> DataFrame:
         return run_sql(
@@ -818,7 +830,11 @@ def look_up_touched_state(
     with ThreadPoolExecutor(1, thread_name_prefix="acker-tombstones") as beside:
         found = beside.submit(find_tombstones)
         rows = run_sql(
-            spark, config, "select_touched_pending", batch_anchors=anchors, batch_id=batch_id
+            spark,
+            config,
+            "select_touched_pending",
+            batch_anchors=touched_anchors,
+            batch_id=batch_id,
         ).localCheckpoint()
         tombstones = found.result()
     if table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none":
@@ -899,7 +915,7 @@ def fold_events(
         base_state=base_state,
         **params,
     )
-    epoch_parts = run_sql(spark, config, "aggregate_epochs", marked_keys=marked_keys)
+    epoch_parts = run_sql(spark, config, "aggregate_epochs", marked_keys=marked_keys, **params)
     return run_sql(
         spark, config, "fold_epochs", epoch_parts=epoch_parts, base_state=base_state, **params
     )

@@ -418,6 +418,7 @@ def test_the_new_state_is_written_to_pending_as_each_row_s_action_says(
         trees.drop("checksum", "outcome")
         .join(actions, "anchor_id")
         .withColumn("batch_id", F.lit(7).cast("bigint"))
+        .withColumn("in_table", F.col("anchor_id").isin(1, 2, 3, 4))
     )
 
     run_sql(spark, config, statement, batch_state=state).collect()
