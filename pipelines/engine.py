@@ -91,10 +91,12 @@ __all__ = [
 
 
 # Delta's MERGE plans its join without the size of a checkpointed source, so it shuffles all
-# of pending; broadcasting a small batch's new state instead took a MERGE into 10^7 pending
-# trees from 5.1-5.8 s to 1.2-3.0 s. A row of batch_state holds a tree's new and previous
-# values, an estimated 200 bytes, so 50,000 rows stay near Spark's default 10 MB broadcast.
-BROADCAST_MERGE_ROWS = 50_000
+# of pending, in each of its three scans; broadcasting the batch's new state instead took a
+# MERGE into 10^7 pending trees from 5.1-5.8 s to 1.2-3.0 s for a small batch, and from 14.6
+# to 10.2 s for a 10^7-event batch's 465,000 rows (7.5 to 4.3 s for a 10^6-event batch's over
+# 5·10^6). A row of batch_state holds a tree's new and previous values, about 200 bytes: at
+# most 100 MB broadcast, far below what a batch of that many trees holds in memory anyway.
+BROADCAST_MERGE_ROWS = 500_000
 
 # The most anchors a micro-batch broadcasts to its read of pending's touched rows: 8 bytes each,
 # 32 MB at most. Spark estimates a batch's distinct anchors from its events and broadcast them
