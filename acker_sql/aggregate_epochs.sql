@@ -4,7 +4,8 @@
 --       and received; the new keys; the init's spout task and message id), then the anchor's
 --       epochs as one array in epoch order. Re-deliveries add nothing to the checksum or the
 --       keys; fail and reset rows are each applied, as Storm 2.x's acker applies every one.
--- Who runs it: pipelines.engine.fold_events, reading {marked_keys} (mark_redeliveries.sql).
+-- Who runs it: pipelines.engine.epoch_parts where the fold's rules run as SQL, reading
+--              {marked_keys} (mark_redeliveries.sql).
 -- Parameters: :multi_epoch, whether the events span several epochs.
 -- Output: one row per anchor with events: `parts`, its epochs' partials sorted by epoch.
 -- Edge cases: bit_xor of no rows is NULL, hence coalesce(.., 0).

@@ -3,8 +3,9 @@
 --       (anchor, type, value, epoch), and marks each such key `seen_before` where it is a
 --       re-delivery: an init, ack or anchor key its tree already applied (in its base state,
 --       or, in a pass over several epochs, in an earlier epoch of the pass).
--- Who runs it: pipelines.engine.fold_events, reading {classified_events} (with
---              `event_epoch`), {batch_tombstones} and {base_state} (select_base_state.sql).
+-- Who runs it: pipelines.engine.epoch_parts where the fold's rules run as SQL, reading
+--              {fold_input} (select_fold_events.sql) and {base_state} (select_base_state.sql);
+--              pipelines/jvm/EpochParts.java is the same rule with aggregate_epochs.sql's.
 -- Parameters: :large_tree_keys, the key count above which a tree's re-deliveries are found by
 --             intersection; :large_trees, whether any touched row holds more keys than that;
 --             :multi_epoch, whether the events span several epochs.
@@ -12,18 +13,7 @@
 --         the spout task and message id of its last copy, and `seen_before`.
 -- Edge cases: fail and reset carry no value, so they are never re-deliveries (the next rule
 --             applies each of their rows); an init value of 0 is a key like any other.
-with valid_events as (
-    select e.*
-    from {classified_events} as e
-    -- late for a tree resolved before the batch, however long before
-    left anti join {batch_tombstones} as t on e.anchor_id = t.anchor_id
-    where e.quarantine_reason is null
-    -- One shuffle by anchor serves both aggregations of the fold: without it the events are
-    -- shuffled per (anchor, type, value) and again per anchor (about 40% of the aggregate).
-    distribute by e.anchor_id
-),
-
-event_keys as (
+with event_keys as (
     select
         anchor_id,
         event_type,
@@ -35,7 +25,7 @@ event_keys as (
         max(event_time) as last_time,
         max_by(spout_task, event_time) as spout_task,
         max_by(source_msg_id, event_time) as source_msg_id
-    from valid_events
+    from {fold_input}
     group by anchor_id, event_type, xor_value, event_epoch
 ),
 

@@ -9,18 +9,22 @@ so Delta's older transitive versions never shadow Spark's own on the classpath.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 
 __all__ = [
     "DELTA_MAVEN_ARTIFACT",
     "DELTA_VERSION",
+    "FOLD_SOURCE",
     "JarResolutionError",
     "default_jar_cache",
     "ensure_delta_jars",
+    "ensure_fold_jar",
     "ensure_s3a_jars",
 ]
 
@@ -55,6 +59,10 @@ _S3_ANALYTICS_ACCELERATOR = "software.amazon.s3.analyticsaccelerator:analyticsac
 _S3A_EXCLUDED_ORGS = ("org.slf4j", "io.netty")
 
 _COMPLETE_MARKER = ".resolved"
+
+# The fold's rules in Java (pipelines.engine.epoch_parts), compiled against the Spark pyspark
+# ships into the JAR cache on first use.
+FOLD_SOURCE = Path(__file__).parent / "jvm" / "EpochParts.java"
 
 
 class JarResolutionError(RuntimeError):
@@ -180,3 +188,66 @@ def _resolve_into(folder: Path, artifact: str, module_xml: str) -> None:
             f"could not resolve {artifact} from Maven Central into {folder}:\n{tail}"
         )
     (folder / _COMPLETE_MARKER).write_text(artifact + "\n")
+
+
+def _javac() -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "javac").exists():
+        return str(Path(java_home) / "bin" / "javac")
+    return shutil.which("javac")
+
+
+def _pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def ensure_fold_jar(cache_dir: Path | None = None) -> Path | None:
+    """Return the JAR of the fold's rules in Java, compiling :data:`FOLD_SOURCE` on first use
+    (into a JAR named by the source's and pyspark's contents); ``None`` without a Java compiler
+    (a JRE alone), where the fold runs its rules as SQL. Safe to call from several processes at
+    once, as :func:`ensure_delta_jars` is."""
+    import pyspark
+
+    source = FOLD_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
+    folder = cache_dir or default_jar_cache()
+    jar = folder / f"acker-fold-{digest}.jar"
+    if jar.exists():
+        return jar
+    javac = _javac()
+    if javac is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not jar.exists():
+            _compile_fold(javac, jar)
+    return jar
+
+
+def _compile_fold(javac: str, jar: Path) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        classes = Path(scratch)
+        command = [
+            javac,
+            "-nowarn",
+            "--release",
+            "17",
+            "-cp",
+            str(_pyspark_jars() / "*"),
+            "-d",
+            str(classes),
+            str(FOLD_SOURCE),
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise JarResolutionError(
+                f"could not compile {FOLD_SOURCE}:\n{(result.stdout + result.stderr).strip()}"
+            )
+        partial = jar.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for compiled in sorted(classes.rglob("*.class")):
+                archive.write(compiled, compiled.relative_to(classes).as_posix())
+        partial.replace(jar)

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from pipelines import class_data
 from pipelines.config import Config
-from pipelines.jars import default_jar_cache, ensure_delta_jars, ensure_s3a_jars
+from pipelines.jars import default_jar_cache, ensure_delta_jars, ensure_fold_jar, ensure_s3a_jars
 
 __all__ = [
     "INTERPRETED_EVENTS_AT_MOST",
@@ -258,11 +258,15 @@ def use_utc_times() -> None:
 
 
 def _session_jars(config: Config) -> list[Path]:
-    """The JARs the session loads: Delta's, and for a warehouse on S3 the S3A connector's;
-    none where the platform provides them (``spark.delta_jars = "provided"``)."""
+    """The JARs the session loads: Delta's, the fold's rules in Java where a Java compiler
+    built them, and for a warehouse on S3 the S3A connector's; none where the platform provides
+    them (``spark.delta_jars = "provided"``)."""
     if config.spark.delta_jars != "resolve":
         return []
     jars = ensure_delta_jars(_jar_cache(config))
+    fold = ensure_fold_jar(_jar_cache(config))
+    if fold is not None:
+        jars.append(fold)
     if not config.warehouse_is_local:
         jars += ensure_s3a_jars(_jar_cache(config))
     return jars

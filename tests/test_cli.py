@@ -25,7 +25,7 @@ from pipelines.class_data import archive_path, jvm_options
 from pipelines.cli import _jvm_for, _log_progress, _one_line, main
 from pipelines.config import parse_config
 from pipelines.engine import BatchResult, TickResult
-from pipelines.jars import ensure_delta_jars
+from pipelines.jars import ensure_delta_jars, ensure_fold_jar
 from pipelines.run_record import nothing_to_run, unread_events, unread_files
 from pipelines.sql import TABLES, VIEWS, compiled_for_events, session_compiling_events
 from pipelines.status_record import REFRESH_WINDOW_S, status_record_file
@@ -421,7 +421,7 @@ def test_console_script_runs_as_a_real_process(tmp_path: Path) -> None:
     init = run("init")
     assert init.returncode == 0, init.stderr
     assert [p.name for p in (jar_cache / "class-data").iterdir()] == [
-        archive_path(jar_cache, ensure_delta_jars(jar_cache)).name
+        archive_path(jar_cache, [*ensure_delta_jars(jar_cache), ensure_fold_jar(jar_cache)]).name
     ]
     assert "saving Spark's classes for faster starts" in init.stderr
     status = run("status")

@@ -206,6 +206,7 @@ def fold(
     events: DataFrame,
     pending: DataFrame | None = None,
     columns: str = FOLD_COLUMNS,
+    jvm_rules: bool = False,
     **settings: Any,
 ) -> DataFrame:
     spark = acker.spark
@@ -227,9 +228,17 @@ def fold(
         classified_events=events,
         batch_tombstones=spark.createDataFrame([], TOMBSTONE_COLUMNS),
         touched_pending=empty if pending is None else pending,
+        jvm_rules=jvm_rules,
         **params,
     )
     return state.select(*(column.split()[0] for column in columns.split(", ")))
+
+
+@pytest.fixture(params=[False, True], ids=["sql_rules", "java_rules"])
+def jvm_rules(request: pytest.FixtureRequest) -> bool:
+    """Whether the fold's second and third rules run as their SQL files or in Java
+    (pipelines/jvm/EpochParts.java): each fold test holds for both."""
+    return bool(request.param)
 
 
 def assert_folded(
@@ -272,14 +281,14 @@ def test_the_base_state_is_a_row_as_it_was_before_this_batch_however_often_it_ra
 @pytest.mark.fast
 @pytest.mark.parametrize("refresh", ["reset", "activity"])
 def test_the_fold_renews_a_stamp_on_reset_or_on_any_applied_event(
-    acker: Harness, refresh: str
+    acker: Harness, jvm_rules: bool, refresh: str
 ) -> None:
     pending = touched(acker, (1, 6, 2, "array(xxhash64('init', 6L))"), (2, 6, 2, "array()"))
     events = classified(acker.spark, (1, "ack", 4, 5), (2, "reset", 0, 5))
     renewed_by_ack = 5 if refresh == "activity" else 2
     assert_folded(
         acker,
-        fold(acker, events, pending, refresh=refresh),
+        fold(acker, events, pending, jvm_rules=jvm_rules, refresh=refresh),
         [
             (1, "upsert", 6 ^ 4, True, False, renewed_by_ack, None, 1, 0, None, None),
             (2, "upsert", 6, True, False, 5, None, 1, 0, None, None),
@@ -290,7 +299,7 @@ def test_the_fold_renews_a_stamp_on_reset_or_on_any_applied_event(
 @pytest.mark.fast
 @pytest.mark.parametrize("protocol", ["storm", "fsshelter"])
 def test_the_fold_completes_a_lone_init_of_zero_under_storm_only(
-    acker: Harness, protocol: str
+    acker: Harness, jvm_rules: bool, protocol: str
 ) -> None:
     events = classified(
         acker.spark, (1, "init", 0, 5), (2, "init", 0, 5), (2, "anchor", 7, 5), (2, "ack", 7, 5)
@@ -298,7 +307,7 @@ def test_the_fold_completes_a_lone_init_of_zero_under_storm_only(
     lone = "completed" if protocol == "storm" else None
     assert_folded(
         acker,
-        fold(acker, events, protocol=protocol),
+        fold(acker, events, jvm_rules=jvm_rules, protocol=protocol),
         [
             (1, "upsert", 0, True, False, 5, lone, 1, 0, None, lone),
             (2, "upsert", 0, True, False, 5, "completed", 3, 0, None, "completed"),
@@ -307,7 +316,9 @@ def test_the_fold_completes_a_lone_init_of_zero_under_storm_only(
 
 
 @pytest.mark.fast
-def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harness) -> None:
+def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(
+    acker: Harness, jvm_rules: bool
+) -> None:
     events = classified(
         acker.spark,
         (1, "init", 6, 5),
@@ -320,7 +331,7 @@ def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harn
     )
     assert_folded(
         acker,
-        fold(acker, events, multi_epoch=True, buckets=2),
+        fold(acker, events, jvm_rules=jvm_rules, multi_epoch=True, buckets=2),
         [
             (1, "upsert", 6, True, False, 5, None, 1, 0, 8, "expired"),
             (2, "upsert", 0, True, False, 5, "completed", 2, 0, None, "completed"),
@@ -330,7 +341,9 @@ def test_the_fold_of_a_pass_applies_epochs_in_order_until_an_outcome(acker: Harn
 
 
 @pytest.mark.fast
-def test_a_tree_s_applied_epochs_add_up_and_its_late_ones_are_left_out(acker: Harness) -> None:
+def test_a_tree_s_applied_epochs_add_up_and_its_late_ones_are_left_out(
+    acker: Harness, jvm_rules: bool
+) -> None:
     events = classified(  # an event a second, from 00:00:00, in this order
         acker.spark,
         (1, "init", 6, 5),
@@ -346,7 +359,7 @@ def test_a_tree_s_applied_epochs_add_up_and_its_late_ones_are_left_out(acker: Ha
         " last_event_time timestamp, event_count bigint, rows_in bigint,"
         " applied_keys array<bigint>, late_from bigint, late_rows bigint"
     )
-    found = fold(acker, events, columns=columns, multi_epoch=True)
+    found = fold(acker, events, jvm_rules=jvm_rules, columns=columns, multi_epoch=True)
 
     def keys(*events: tuple[str, int]) -> list[int]:
         hashed = [F.xxhash64(F.lit(kind), F.lit(value).cast("bigint")) for kind, value in events]
@@ -375,7 +388,7 @@ def test_a_tree_s_applied_epochs_add_up_and_its_late_ones_are_left_out(acker: Ha
 @pytest.mark.fast
 @pytest.mark.parametrize("keys_held", [65, 64])
 def test_a_large_tree_finds_its_re_deliveries_by_intersection_as_a_small_one_does_by_search(
-    acker: Harness, keys_held: int
+    acker: Harness, jvm_rules: bool, keys_held: int
 ) -> None:
     # the plan passes large_trees when a touched tree holds more than large_tree_keys keys
     keys = f"transform(sequence(1L, {keys_held}L), v -> xxhash64('ack', v))"
@@ -383,7 +396,7 @@ def test_a_large_tree_finds_its_re_deliveries_by_intersection_as_a_small_one_doe
     events = classified(acker.spark, (9, "ack", 3, 5), (9, "ack", 66, 5))
     assert_folded(
         acker,
-        fold(acker, events, pending, large_trees=keys_held > 64),
+        fold(acker, events, pending, jvm_rules=jvm_rules, large_trees=keys_held > 64),
         [(9, "upsert", 1000 ^ 66, True, False, 4, None, 1, 1, None, None)],
     )
 
