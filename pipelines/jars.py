@@ -66,7 +66,7 @@ FOLD_SOURCE = Path(__file__).parent / "jvm" / "EpochParts.java"
 
 
 class JarResolutionError(RuntimeError):
-    """The Delta JARs could not be resolved from Maven Central."""
+    """A JAR the session loads could not be resolved from Maven Central, or compiled."""
 
 
 def default_jar_cache() -> Path:
