@@ -114,19 +114,22 @@ def _s3a_module_xml() -> str:
 
 
 def _ivy_jar() -> Path:
-    import pyspark
-
-    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("ivy-*.jar"))
+    jars = sorted(_pyspark_jars().glob("ivy-*.jar"))
     if not jars:
         raise JarResolutionError("pyspark ships no ivy-*.jar; cannot resolve the Delta JARs")
     return jars[-1]
 
 
-def _java() -> str:
+def _jdk_tool(name: str) -> str | None:
+    """The JDK's ``name`` (java, javac): JAVA_HOME's, else the first on PATH."""
     java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
+    if java_home and (Path(java_home) / "bin" / name).exists():
+        return str(Path(java_home) / "bin" / name)
+    return shutil.which(name)
+
+
+def _java() -> str:
+    found = _jdk_tool("java")
     if found is None:
         raise JarResolutionError("no 'java' on PATH and JAVA_HOME is not set: install Java 17")
     return found
@@ -190,13 +193,6 @@ def _resolve_into(folder: Path, artifact: str, module_xml: str) -> None:
     (folder / _COMPLETE_MARKER).write_text(artifact + "\n")
 
 
-def _javac() -> str | None:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "javac").exists():
-        return str(Path(java_home) / "bin" / "javac")
-    return shutil.which("javac")
-
-
 def _pyspark_jars() -> Path:
     import pyspark
 
@@ -216,7 +212,7 @@ def ensure_fold_jar(cache_dir: Path | None = None) -> Path | None:
     jar = folder / f"acker-fold-{digest}.jar"
     if jar.exists():
         return jar
-    javac = _javac()
+    javac = _jdk_tool("javac")
     if javac is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)

@@ -116,6 +116,12 @@ public final class EpochParts {
       event = events.hasNext() ? events.next() : null;
     }
 
+    /** Whether the next event is the anchor's (type, value), in any epoch. */
+    private boolean atKey(long anchor, String type, boolean noValue, long value) {
+      return event != null && event.getLong(0) == anchor && event.getString(1).equals(type)
+          && event.isNullAt(2) == noValue && (noValue || event.getLong(2) == value);
+    }
+
     /** The sorted keys the anchor's tree already applied (none for a new tree). */
     private long[] appliedKeys(long anchor) {
       while (keyRow != null && keyRow.getLong(0) < anchor) {
@@ -149,13 +155,10 @@ public final class EpochParts {
         boolean heldBefore = valued(type) && Arrays.binarySearch(applied, key) >= 0;
         boolean firstEpoch = true;
         // one (type, value): its epochs in order, each a key of its own
-        while (event != null && event.getLong(0) == anchor && event.getString(1).equals(type)
-            && event.isNullAt(2) == noValue && (noValue || event.getLong(2) == value)) {
+        while (atKey(anchor, type, noValue, value)) {
           long epoch = event.getLong(3);
           Key copies = new Key();
-          while (event != null && event.getLong(0) == anchor && event.getString(1).equals(type)
-              && event.isNullAt(2) == noValue && (noValue || event.getLong(2) == value)
-              && event.getLong(3) == epoch) {
+          while (atKey(anchor, type, noValue, value) && event.getLong(3) == epoch) {
             copies.add(event);
             advance();
           }
