@@ -20,10 +20,11 @@ with epoch_agg as (
             0
         ) as xor_delta,
         coalesce(bool_or(event_type = 'init' and not seen_before), false) as saw_init,
-        max_by(spout_task, last_time) filter (
+        -- the latest init; of inits as late, the greatest message id, then spout task
+        max_by(spout_task, struct(last_time, source_msg_id, spout_task)) filter (
             where event_type = 'init' and not seen_before
         ) as init_spout_task,
-        max_by(source_msg_id, last_time) filter (
+        max_by(source_msg_id, struct(last_time, source_msg_id, spout_task)) filter (
             where event_type = 'init' and not seen_before
         ) as init_source_msg_id,
         min(first_time) filter (where event_type = 'init' and not seen_before) as init_time,

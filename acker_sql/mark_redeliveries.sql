@@ -10,7 +10,8 @@
 --             intersection; :large_trees, whether any touched row holds more keys than that;
 --             :multi_epoch, whether the events span several epochs.
 -- Output: one row per (anchor, type, value, epoch): its key, copies, first and last time,
---         the spout task and message id of its last copy, and `seen_before`.
+--         the spout task and message id of its last copy (of copies as late, the one with the
+--         greatest message id, then spout task), and `seen_before`.
 -- Edge cases: fail and reset carry no value, so they are never re-deliveries (the next rule
 --             applies each of their rows); an init value of 0 is a key like any other.
 with event_keys as (
@@ -23,8 +24,10 @@ with event_keys as (
         count(*) as copies,
         min(event_time) as first_time,
         max(event_time) as last_time,
-        max_by(spout_task, event_time) as spout_task,
-        max_by(source_msg_id, event_time) as source_msg_id
+        -- the latest copy; among copies as late, the greatest message id, then spout task:
+        -- both from the same copy, whichever order the copies arrive in
+        max_by(spout_task, struct(event_time, source_msg_id, spout_task)) as spout_task,
+        max_by(source_msg_id, struct(event_time, source_msg_id, spout_task)) as source_msg_id
     from {fold_input}
     group by anchor_id, event_type, xor_value, event_epoch
 ),

@@ -386,6 +386,42 @@ def test_a_tree_s_applied_epochs_add_up_and_its_late_ones_are_left_out(
 
 
 @pytest.mark.fast
+def test_a_tree_takes_its_spout_task_and_message_id_from_its_latest_init_whatever_the_order(
+    acker: Harness, jvm_rules: bool
+) -> None:
+    noon, later = datetime(2026, 1, 1, 12), datetime(2026, 1, 1, 12, 0, 1)
+    rows = [  # (anchor, init value, spout task, message id, time), in this order
+        # copies of one init at the same time: the greatest message id, then spout task
+        (1, 6, 3, "m-a", noon),
+        (1, 6, 1, "m-c", noon),
+        (1, 6, 2, "m-c", noon),
+        # a message id above none
+        (2, 6, 5, None, noon),
+        (2, 6, 4, "m-a", noon),
+        # two inits of one tree at the same time: the same rule
+        (3, 9, 2, "m-a", noon),
+        (3, 6, 1, "m-b", noon),
+        # a later copy above a greater message id
+        (4, 6, 2, "m-a", later),
+        (4, 6, 1, "m-z", noon),
+    ]
+    events = acker.spark.createDataFrame(
+        [
+            (anchor, "init", value, task, msg, time, 5, None)
+            for anchor, value, task, msg, time in rows
+        ],
+        CLASSIFIED_COLUMNS,
+    )
+    columns = "anchor_id bigint, spout_task int, source_msg_id string"
+    assert_folded(
+        acker,
+        fold(acker, events, jvm_rules=jvm_rules, columns=columns),
+        [(1, 2, "m-c"), (2, 4, "m-a"), (3, 1, "m-b"), (4, 2, "m-a")],
+        columns,
+    )
+
+
+@pytest.mark.fast
 @pytest.mark.parametrize("keys_held", [65, 64])
 def test_a_large_tree_finds_its_re_deliveries_by_intersection_as_a_small_one_does_by_search(
     acker: Harness, jvm_rules: bool, keys_held: int

@@ -19,6 +19,7 @@ import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The fold's second and third rules (mark_redeliveries.sql, then aggregate_epochs.sql) in one
@@ -188,6 +189,34 @@ public final class EpochParts {
     }
   }
 
+  /**
+   * Whether a copy of an init (time, message id, spout task) comes after another, as the SQL's
+   * max_by orders struct(time, source_msg_id, spout_task): the later time, then the greater
+   * message id (by its UTF-8 bytes), then the greater task, a null below any value. The same
+   * copy wins whichever order the copies arrive in.
+   */
+  static boolean copyAfter(Timestamp time, String msg, Integer task, Timestamp than,
+      String thanMsg, Integer thanTask) {
+    int byTime = time.compareTo(than);
+    if (byTime != 0) {
+      return byTime > 0;
+    }
+    int byMsg = msg == null || thanMsg == null
+        ? nullsFirst(msg == null, thanMsg == null)
+        : UTF8String.fromString(msg).binaryCompare(UTF8String.fromString(thanMsg));
+    if (byMsg != 0) {
+      return byMsg > 0;
+    }
+    return task == null || thanTask == null
+        ? nullsFirst(task == null, thanTask == null) > 0
+        : task > thanTask;
+  }
+
+  /** The order of two values of which one at least is null: a null below any value. */
+  private static int nullsFirst(boolean isNull, boolean thanIsNull) {
+    return isNull == thanIsNull ? 0 : isNull ? -1 : 1;
+  }
+
   /** mark_redeliveries.sql's row: one key's copies in one epoch. */
   private static final class Key {
     long copies;
@@ -205,11 +234,12 @@ public final class EpochParts {
       if (first == null || time.before(first)) {
         first = time;
       }
-      // max_by: the first copy met with the latest time
-      if (last == null || time.after(last)) {
+      Integer task = event.isNullAt(5) ? null : event.getInt(5);
+      String msg = event.getString(6);
+      if (last == null || copyAfter(time, msg, task, last, sourceMsgId, spoutTask)) {
         last = time;
-        spoutTask = event.isNullAt(5) ? null : event.getInt(5);
-        sourceMsgId = event.getString(6);
+        spoutTask = task;
+        sourceMsgId = msg;
       }
     }
   }
@@ -261,7 +291,8 @@ public final class EpochParts {
       if (type.equals("init")) {
         sawInit = true;
         initTime = earlier(copies.first, initTime);
-        if (copies.last != null && (initLast == null || copies.last.after(initLast))) {
+        if (copies.last != null && (initLast == null || copyAfter(copies.last,
+            copies.sourceMsgId, copies.spoutTask, initLast, initSourceMsgId, initSpoutTask))) {
           initLast = copies.last;
           initSpoutTask = copies.spoutTask;
           initSourceMsgId = copies.sourceMsgId;
