@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from pipelines.workload import Event
 
@@ -45,6 +46,15 @@ class Outcome:
     event_count: int
     batch_id: int
     epoch: int
+
+
+def _init_order(e: Event) -> tuple[Any, ...]:
+    """Which of a batch's inits of one tree gives it its spout task and message id: the latest,
+    then the greatest message id (by its UTF-8 bytes), then spout task, a null below any
+    value."""
+    msg = e.source_msg_id
+    task = e.spout_task
+    return (e.event_time, msg is not None, (msg or "").encode(), task is not None, task or 0)
 
 
 def _xor64(a: int, b: int) -> int:
@@ -142,7 +152,16 @@ class AckerModel:
         touched: dict[int, Entry] = {}
         seen_in_batch: set[tuple[int, str, int | None]] = set()
         new_anchors: set[int] = set()
-        latest_init: dict[int, datetime] = {}  # a later batch's init overrides an earlier one's
+        # a later batch's init overrides an earlier one's; within a batch, the latest copy
+        latest_init: dict[int, tuple[Any, ...]] = {}
+
+        def take_init(anchor: int, entry: Entry, e: Event) -> None:
+            order = _init_order(e)
+            if anchor not in latest_init or order > latest_init[anchor]:
+                latest_init[anchor] = order
+                entry.spout_task = e.spout_task
+                entry.source_msg_id = e.source_msg_id
+
         for e in events:
             reason = quarantine_reason(e)
             if reason is not None:
@@ -164,6 +183,8 @@ class AckerModel:
             # fail and reset carry no value: every one is applied, none is a re-delivery
             if value is not None and key in seen_in_batch:
                 self.duplicates += 1
+                if e.event_type == "init":
+                    take_init(anchor, entry, e)
                 entry.first_time = min(entry.first_time or e.event_time, e.event_time)
                 entry.last_time = max(entry.last_time or e.event_time, e.event_time)
                 continue
@@ -179,10 +200,7 @@ class AckerModel:
                 entry.checksum = _xor64(entry.checksum, value)
             if e.event_type == "init":
                 entry.has_init = True
-                if anchor not in latest_init or e.event_time >= latest_init[anchor]:
-                    latest_init[anchor] = e.event_time
-                    entry.spout_task = e.spout_task
-                    entry.source_msg_id = e.source_msg_id
+                take_init(anchor, entry, e)
                 entry.init_time = min(entry.init_time or e.event_time, e.event_time)
             elif e.event_type == "fail":
                 entry.failed = True
