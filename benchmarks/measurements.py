@@ -278,11 +278,20 @@ def pending_scans(executions: list[_Execution], config: Config) -> dict[str, int
     return scans
 
 
+# How the physical plan of a temporary view's registration begins.
+_VIEW_BINDING = "== Physical Plan ==\nExecute CreateViewCommand"
+
+
 def statements(executions: list[_Execution]) -> dict[str, int]:
-    """How many statements the acker submitted in ``executions`` (root SQL executions), and
-    how many Spark jobs they all ran, Delta's own (its log replays, its MERGE's) included."""
+    """How many statements the acker submitted in ``executions`` (root SQL executions), apart
+    from the temporary views that bind a step's DataFrames to its SQL (PySpark registers one per
+    DataFrame a statement reads, a command of its own that runs no job), and how many Spark jobs
+    they all ran, Delta's own (its log replays, its MERGE's) included."""
+    roots = [execution for execution in executions if execution.root]
+    views = sum(execution.tree.startswith(_VIEW_BINDING) for execution in roots)
     return {
-        "statements": sum(execution.root for execution in executions),
+        "statements": len(roots) - views,
+        "view_bindings": views,
         "spark_jobs": sum(execution.jobs for execution in executions),
     }
 

@@ -225,7 +225,8 @@ def print_in_process(figures: Figures) -> None:
         f" ({', '.join(f'{t} {n}' for t, n in small['delta_commits'].items())});"
         f" scans of pending: {small['pending_scans']['outside_merge']} outside Delta's MERGE,"
         f" {small['pending_scans']['in_merge']} inside it;"
-        f" {small['statements']} statements running {small['spark_jobs']} Spark jobs"
+        f" {small['statements']} statements (and {small['view_bindings']} views binding their"
+        f" DataFrames) running {small['spark_jobs']} Spark jobs"
     )
     less = figures.small_batches_less_state
     print(

@@ -58,6 +58,8 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     assert small["pending_scans"]["in_merge"] >= 1
     # every commit is a statement of the acker's, whose files a Spark job writes
     assert small["statements"] >= small["delta_commits_total"]
+    # each step's SQL reads the DataFrames before it through views of its own
+    assert small["view_bindings"] >= 1
     assert small["spark_jobs"] >= small["delta_commits_total"]
     assert figures["state_size"]["pending_rows"] >= sizes["main_pending"]
     assert figures["state_size"]["bytes_per_anchor"] > 0
