@@ -374,7 +374,9 @@ def _outcome_anchors(spark: SparkSession, config: Config, for_batch: bool) -> Da
         kept = None
     if kept is not None:
         if len(kept.parts) > _MAX_KEPT_PARTS:
+            parts = kept.parts
             kept = replace(kept, parts=(kept.rows().localCheckpoint(),))
+            release_checkpoints(spark, parts)
         _kept_outcomes[key] = kept
         return kept.rows()
     rows = run_sql(spark, config, "select_outcome_anchors")
@@ -421,6 +423,7 @@ def _keep_outcomes_written(
             (F.col("outcome") == "expired") | (F.col("batch_id") != replaced_batch)
         )
         parts = (earlier.localCheckpoint(),)
+        release_checkpoints(spark, kept.parts)
     _kept_outcomes[key] = _KeptOutcomes(heads, (*parts, written.localCheckpoint()))
 
 
