@@ -780,7 +780,12 @@ def plan_batch(
     pending_rows = spark.table(config.qualified("pending")).count()
     pending_before = pending_rows - touched.counts.resolved + folded.summary.pending_adjust
     if through > epoch:
-        _check_pass_capacity(spark, config, folded, pending_before, batch_id, epoch, through)
+        try:
+            _check_pass_capacity(spark, config, folded, pending_before, batch_id, epoch, through)
+        except PassTooWide:
+            # the caller applies a narrower pass, with checkpoints of its own
+            release_checkpoints(spark, checkpoints)
+            raise
     else:
         folded = _apply_capacity_guard(spark, config, folded, pending_before)
         checkpoints = (*checkpoints, folded.rows)
