@@ -787,8 +787,10 @@ def plan_batch(
             release_checkpoints(spark, checkpoints)
             raise
     else:
-        folded = _apply_capacity_guard(spark, config, folded, pending_before)
-        checkpoints = (*checkpoints, folded.rows)
+        guarded = _apply_capacity_guard(spark, config, folded, pending_before)
+        if guarded is not folded:
+            checkpoints = (*checkpoints, guarded.rows)
+        folded = guarded
     outputs = _select_outputs(spark, config, classified, touched, folded, batch_input, batch_id)
     summary = folded.summary
     figures = BatchFigures(
