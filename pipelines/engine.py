@@ -1247,9 +1247,30 @@ def _tick_to(
         "target": target,
         "buckets": config.acker.buckets,
     }
+    checkpoints: list[DataFrame] = []
+    try:
+        return _expire_and_log(spark, config, position, target, clock, scale, run, checkpoints)
+    finally:
+        release_checkpoints(spark, checkpoints)
+
+
+def _expire_and_log(
+    spark: SparkSession,
+    config: Config,
+    position: Position,
+    target: int,
+    clock: Clock,
+    scale: EpochScale | None,
+    run: dict[str, Any],
+    checkpoints: list[DataFrame],
+) -> list[TickResult]:
+    """:func:`_tick_to`'s steps and writes; each checkpoint it makes goes into ``checkpoints``,
+    which the caller releases once the ticks are written (as a micro-batch does)."""
+    first_epoch = run["first_epoch"]
     expired = run_sql(
         spark, config, "select_expired", last_batch_id=position.last_batch_id, **run
     ).localCheckpoint()
+    checkpoints.append(expired)
     # An entry without init whose anchor already has an outcome gets no second one: its events
     # are late. Only an older acker, which forgot outcomes after a tombstone window, left such
     # entries (a micro-batch now finds every earlier outcome); finding them looks at every
@@ -1263,13 +1284,14 @@ def _tick_to(
         reborn = run_sql(
             spark, config, "reborn_entries", outcome_anchors=outcomes, **run
         ).localCheckpoint()
+        checkpoints.append(reborn)
         if reborn.isEmpty():
             reborn = None
         else:
             expired = expired.join(reborn.select("anchor_id"), "anchor_id", "left_anti")
 
     def select_log(expired_rows: DataFrame, late_rows: DataFrame) -> DataFrame:
-        return run_sql(
+        log = run_sql(
             spark,
             config,
             "select_ticks",
@@ -1282,6 +1304,8 @@ def _tick_to(
             origin_us=None if scale is None else scale.origin_us,
             interval_us=None if scale is None else scale.interval_us,
         ).localCheckpoint()
+        checkpoints.append(log)
+        return log
 
     # A run that finishes one a crash interrupted counts what the first attempt wrote as well,
     # after its writes; any other counts what it writes, without reading the tables (about
