@@ -18,7 +18,13 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.floors import bare_floor, dedup_floor, delta_floors, lower_floor_s
+from benchmarks.floors import (
+    bare_floor,
+    dedup_floor,
+    delta_floors,
+    lower_floor_s,
+    pending_snapshot_s,
+)
 from benchmarks.peer import DuckDBPeer
 from benchmarks.timing import log, stopwatch
 from benchmarks.workloads import EVENTS_PER_TREE, EventSets, seeded_anchor_id
@@ -297,9 +303,11 @@ def statements(executions: list[_Execution]) -> dict[str, int]:
 
 
 def _floor_totals(floors: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Each plan's Delta floor in seconds, and the lower one, the batch's Delta floor."""
+    """Each plan's Delta floor in seconds, and the lower one, the batch's Delta floor; and how
+    much of today's plan's is computing pending's snapshot."""
     return {
         "delta_floor_s": round(lower_floor_s(floors), 3),
+        "pending_snapshot_s": round(floors["read_then_merge"]["snapshot_s"], 3),
         **{f"{plan}_floor_s": round(floor["total_s"], 3) for plan, floor in floors.items()},
     }
 
@@ -332,10 +340,11 @@ def small_batches(
             commits = {table: after[table] - before[table] for table in TABLES}
             commits = {table: count for table, count in commits.items() if count}
     times.sort()
+    snapshot_s = pending_snapshot_s(bench.spark, config)
     pending = bench.spark.table(config.qualified("pending")).count()
     anchors = bench.sets.anchors(sizes.small_batch // EVENTS_PER_TREE)
     runs = [
-        delta_floors(bench.spark, config, anchors, merge_state_first=run % 2 == 1)
+        delta_floors(bench.spark, config, anchors, snapshot_s, merge_state_first=run % 2 == 1)
         for run in range(sizes.small_runs)
     ]
     floors = {
@@ -386,12 +395,13 @@ def measure_batches(bench: Bench, sizes: Sizes, figures: Figures) -> None:
         path, events = bench.sets.events(target, seed=seed)
         ours, result = bench.micro_batch(main, path, batch_id)
         batch_id += 1
+        snapshot_s = pending_snapshot_s(spark, main)
         merged = bench.last_merge(main)
         floor = bench.bare_floor(path)
         dedup = bench.dedup_floor(path)
         peer, peer_counts = bench.peer.batch(path)
         anchors = bench.sets.anchors(events // EVENTS_PER_TREE)
-        floors = delta_floors(spark, main, anchors, merge_state_first=seed % 2 == 1)
+        floors = delta_floors(spark, main, anchors, snapshot_s, merge_state_first=seed % 2 == 1)
         delta = lower_floor_s(floors)
         row = {
             "events": events,
@@ -457,7 +467,10 @@ def measure_batches(bench: Bench, sizes: Sizes, figures: Figures) -> None:
             for batch_id, (path, _) in enumerate(runs, start=1)
         ]
         median = statistics.median(times)
-        floors = delta_floors(spark, config, floor_anchors, merge_state_first=scale % 2 == 1)
+        snapshot_s = pending_snapshot_s(spark, config)
+        floors = delta_floors(
+            spark, config, floor_anchors, snapshot_s, merge_state_first=scale % 2 == 1
+        )
         delta = lower_floor_s(floors)
         figures.state_scaling.append(
             {

@@ -188,7 +188,10 @@ def print_command_line(command_line: dict[str, Any]) -> None:
 def _both_plans(row: dict[str, Any]) -> str:
     """A row's Delta floor in each plan: reading then merging, the MERGE computing the state."""
     today, merging = (row[f"{plan}_floor_s"] for plan in PLANS)
-    return f"reading then merging {today:.2f} s, the MERGE computing the state {merging:.2f} s"
+    return (
+        f"reading then merging {today:.2f} s (of it pending's snapshot"
+        f" {row['pending_snapshot_s']:.2f} s), the MERGE computing the state {merging:.2f} s"
+    )
 
 
 def print_in_process(figures: Figures) -> None:
@@ -237,8 +240,9 @@ def print_in_process(figures: Figures) -> None:
         today, merging = (batches["delta_floors"][plan] for plan in PLANS)
         print(
             f"  Delta floors over {batches['pending']:,} pending, medians:"
-            f" reading then merging {today['total_s']:.2f} s (touched rows"
-            f" {today['touched_s']:.2f} s, MERGE {today['merge_s']:.2f} s, three appends"
+            f" reading then merging {today['total_s']:.2f} s (pending's snapshot"
+            f" {today['snapshot_s']:.2f} s, touched rows {today['touched_s']:.2f} s,"
+            f" MERGE {today['merge_s']:.2f} s, three appends"
             f" {today['appends_s']:.2f} s); the MERGE computing the state"
             f" {merging['total_s']:.2f} s (MERGE {merging['merge_s']:.2f} s, its rows read"
             f" back {merging['read_back_s']:.2f} s, three appends {merging['appends_s']:.2f} s);"

@@ -39,6 +39,8 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         assert row["delta_floor_s"] == min(
             row["read_then_merge_floor_s"], row["merge_computes_state_floor_s"]
         )
+        # computing pending's snapshot after the batch is part of reading its touched rows
+        assert 0 < row["pending_snapshot_s"] < row["read_then_merge_floor_s"]
         floors = row["dedup_floor_s"] + row["delta_floor_s"]
         assert row["over_floors"] == pytest.approx(row["micro_batch_s"] / floors, abs=0.02)
         assert row["completed"] > 0 and row["failed"] > 0 and row["overflowed"] == 0
@@ -70,7 +72,13 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
     assert less["runs"] == sizes["small_runs"] and less["pending"] < small["pending"]
     for batches in (small, less):
         floors = batches["delta_floors"]
-        assert set(floors["read_then_merge"]) == {"touched_s", "merge_s", "appends_s", "total_s"}
+        assert set(floors["read_then_merge"]) == {
+            "snapshot_s",
+            "touched_s",
+            "merge_s",
+            "appends_s",
+            "total_s",
+        }
         assert set(floors["merge_computes_state"]) == {
             "merge_s",
             "read_back_s",
