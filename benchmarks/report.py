@@ -189,8 +189,8 @@ def _both_plans(row: dict[str, Any]) -> str:
     """A row's Delta floor in each plan: reading then merging, the MERGE computing the state."""
     today, merging = (row[f"{plan}_floor_s"] for plan in PLANS)
     return (
-        f"reading then merging {today:.2f} s (of it pending's snapshot"
-        f" {row['pending_snapshot_s']:.2f} s), the MERGE computing the state {merging:.2f} s"
+        f"reading then merging {today:.2f} s, the MERGE computing the state {merging:.2f} s"
+        f" (each counting pending's snapshot, {row['pending_snapshot_s']:.2f} s)"
     )
 
 
@@ -244,8 +244,9 @@ def print_in_process(figures: Figures) -> None:
             f" {today['snapshot_s']:.2f} s, touched rows {today['touched_s']:.2f} s,"
             f" MERGE {today['merge_s']:.2f} s, three appends"
             f" {today['appends_s']:.2f} s); the MERGE computing the state"
-            f" {merging['total_s']:.2f} s (MERGE {merging['merge_s']:.2f} s, its rows read"
-            f" back {merging['read_back_s']:.2f} s, three appends {merging['appends_s']:.2f} s);"
+            f" {merging['total_s']:.2f} s (MERGE {merging['merge_s']:.2f} s, the same"
+            f" snapshot, its rows read back {merging['read_back_s']:.2f} s, three appends"
+            f" {merging['appends_s']:.2f} s);"
             f" the batches {batches['over_delta_floor']:.2f} x the lower"
         )
     size = figures.state_size

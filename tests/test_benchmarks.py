@@ -81,6 +81,7 @@ def test_the_quick_benchmark_measures_everything_and_the_peer_agrees(tmp_path: P
         }
         assert set(floors["merge_computes_state"]) == {
             "merge_s",
+            "snapshot_s",
             "read_back_s",
             "appends_s",
             "total_s",
