@@ -9,7 +9,8 @@
   matches, its rows read back for the outcomes. A batch is judged against the lower. Each
   plan pays once for Delta computing ``pending``'s snapshot after a micro-batch's MERGE (today's
   at the next batch's read of the touched rows, the other at its read of the rows back): both
-  count it as it took on the acker's own table, whose log a clone's does not match.
+  count it as the acker's own table took it, a clone's log being shorter and its snapshot
+  cheaper.
 """
 
 from __future__ import annotations
