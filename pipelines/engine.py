@@ -1222,11 +1222,18 @@ def tick(
         )
     target = position.epoch + count
     results = []
-    if position.unfinished_tick is not None:
-        results = _tick_to(spark, config, position, position.unfinished_tick, clock, scale)
-        position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
-    if target > position.epoch:
-        results += _tick_to(spark, config, position, target, clock, scale)
+    # released once the ticks are written, as a micro-batch's are
+    checkpoints: list[DataFrame] = []
+    try:
+        if position.unfinished_tick is not None:
+            results = _tick_to(
+                spark, config, position, position.unfinished_tick, clock, scale, checkpoints
+            )
+            position = replace(position, epoch=position.unfinished_tick, unfinished_tick=None)
+        if target > position.epoch:
+            results += _tick_to(spark, config, position, target, clock, scale, checkpoints)
+    finally:
+        release_checkpoints(spark, checkpoints)
     return results
 
 
@@ -1237,8 +1244,10 @@ def _tick_to(
     target: int,
     clock: Clock,
     scale: EpochScale | None,
+    checkpoints: list[DataFrame],
 ) -> list[TickResult]:
-    """Tick from ``position.epoch`` to ``target``. Every write before the ``ticks`` rows
+    """Tick from ``position.epoch`` to ``target``, adding each checkpoint it makes to
+    ``checkpoints`` for the caller to release. Every write before the ``ticks`` rows
     carries the run's first new epoch as its Delta ``txnVersion``, so a run finished after a
     crash, which starts from the same epoch, skips what the first attempt committed."""
     first_epoch = position.epoch + 1
@@ -1247,26 +1256,6 @@ def _tick_to(
         "target": target,
         "buckets": config.acker.buckets,
     }
-    checkpoints: list[DataFrame] = []
-    try:
-        return _expire_and_log(spark, config, position, target, clock, scale, run, checkpoints)
-    finally:
-        release_checkpoints(spark, checkpoints)
-
-
-def _expire_and_log(
-    spark: SparkSession,
-    config: Config,
-    position: Position,
-    target: int,
-    clock: Clock,
-    scale: EpochScale | None,
-    run: dict[str, Any],
-    checkpoints: list[DataFrame],
-) -> list[TickResult]:
-    """:func:`_tick_to`'s steps and writes; each checkpoint it makes goes into ``checkpoints``,
-    which the caller releases once the ticks are written (as a micro-batch does)."""
-    first_epoch = run["first_epoch"]
     expired = run_sql(
         spark, config, "select_expired", last_batch_id=position.last_batch_id, **run
     ).localCheckpoint()
