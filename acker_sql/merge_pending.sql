@@ -7,7 +7,7 @@
 -- Who runs it: pipelines.engine.commit_batch.
 -- Parameters: :pending (table).
 -- Why the source is filtered: a row of a tree new to pending that resolved within the batch
---     matches nothing and inserts nothing (summarize_batch_state.sql's rows_to_merge leaves
+--     matches nothing and inserts nothing (engine.BATCH_SUMMARY's rows_to_merge leaves
 --     it out too); most of a large batch's trees are such rows, and the MERGE shuffled each
 --     of them three times beside pending (1.65 million of a 10^7-event batch's rows, of which
 --     465,000 remain: its MERGE into 10^7 pending trees 14.6 s against 18.0 s).

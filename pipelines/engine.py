@@ -36,6 +36,8 @@ from pipelines.lease import app_id, check_lease, dml_fence, transaction_id
 from pipelines.session import is_connect
 from pipelines.sql import (
     OUTCOME_TABLES,
+    aggregate_row,
+    checkpoint_counted,
     compiled_for_events,
     row_as,
     run_sql,
@@ -52,9 +54,12 @@ from pipelines.tables import (
 )
 
 __all__ = [
+    "BATCH_INPUT",
     "BROADCAST_MERGE_ROWS",
     "FOLD_PLANNING",
     "START",
+    "TOUCHED_COUNTS",
+    "BatchAnchors",
     "BatchFigures",
     "BatchInput",
     "BatchOutput",
@@ -87,6 +92,7 @@ __all__ = [
     "process_batch",
     "read_position",
     "release_checkpoints",
+    "select_batch_anchors",
     "summarize_state",
     "tick",
     "unfinished_batch",
@@ -398,24 +404,31 @@ def prepare_outcome_lookup(spark: SparkSession, config: Config) -> None:
     run_sql(spark, config, "select_outcome_anchors")
 
 
+def _outcomes_to_keep(config: Config, rows: DataFrame) -> DataFrame | None:
+    """``rows`` (select_outcome_anchors.sql's columns) checkpointed for
+    :func:`_keep_outcomes_written`, or ``None`` where the writer keeps no outcomes. A
+    micro-batch takes the checkpoint beside its appends, not after them."""
+    return rows.localCheckpoint() if schema_uri(config) in _kept_outcomes else None
+
+
 def _keep_outcomes_written(
     spark: SparkSession,
     config: Config,
-    written: DataFrame,
+    written: DataFrame | None,
     replaced_batch: int | None = None,
 ) -> None:
-    """After the writer appended ``written`` (rows of select_outcome_anchors.sql's columns) to
-    the outcome tables, replacing the completed and failed rows of ``replaced_batch`` (an
-    earlier attempt of the batch that wrote them): add them to the kept outcomes, if the writer
-    kept them."""
+    """After the writer appended ``written`` (:func:`_outcomes_to_keep`'s checkpoint) to the
+    outcome tables, replacing the completed and failed rows of ``replaced_batch`` (an earlier
+    attempt of the batch that wrote them): add them to the kept outcomes, if the writer kept
+    them."""
     key = schema_uri(config)
     kept = _kept_outcomes.pop(key, None)
     if kept is not None:
         kept = kept.in_session(spark)
-    if kept is None:
-        return
-    heads = log_heads(config, OUTCOME_TABLES, kept.heads)
-    if heads is None:
+    heads = None if kept is None else log_heads(config, OUTCOME_TABLES, kept.heads)
+    if kept is None or heads is None or written is None:
+        if written is not None:
+            release_checkpoints(spark, (written,))
         return
     parts = kept.parts
     if replaced_batch is not None:
@@ -424,7 +437,7 @@ def _keep_outcomes_written(
         )
         parts = (earlier.localCheckpoint(),)
         release_checkpoints(spark, kept.parts)
-    _kept_outcomes[key] = _KeptOutcomes(heads, (*parts, written.localCheckpoint()))
+    _kept_outcomes[key] = _KeptOutcomes(heads, (*parts, written))
 
 
 def _forget_outcomes_unless_current(config: Config) -> None:
@@ -683,25 +696,46 @@ def release_checkpoints(spark: SparkSession, checkpoints: Sequence[DataFrame]) -
 
 @dataclass(frozen=True)
 class BatchInput:
-    """fingerprint_batch.sql: the batch's content hash and how many of its rows break the
-    input contract."""
+    """:data:`BATCH_INPUT`: the batch's content hash and how many of its rows break the input
+    contract."""
 
     fingerprint: str
     quarantined: int
 
 
+# Over the classified events: the row count and an order-free content hash of the micro-batch's
+# input, so that a replay of a committed batch with the same content is recognised and
+# skipped, and how many of its rows break the input contract. A decimal sum of 64-bit hashes
+# keeps duplicate rows apart (an XOR would cancel them) and cannot overflow decimal(38, 0).
+BATCH_INPUT = (
+    "concat(cast(count(*) as string), ':',"
+    " cast(coalesce(sum(cast(row_hash as decimal(38, 0))), 0) as string)) as fingerprint",
+    "count_if(quarantine_reason is not null) as quarantined",
+)
+
+
 @dataclass(frozen=True)
 class TouchedCounts:
-    """count_touched_pending.sql: of the pending rows the batch touches, those an earlier batch
+    """:data:`TOUCHED_COUNTS`: of the pending rows the batch touches, those an earlier batch
     resolved and those holding more keys than the large-tree threshold."""
 
     resolved: int
     large: int
 
 
+# Over the pending rows a micro-batch touches: how many hold an outcome (rows an earlier batch
+# resolved, which the count of pending still includes) and how many hold more keys than
+# _LARGE_TREE_KEYS (mark_redeliveries.sql then plans its intersection branch).
+TOUCHED_COUNTS = (
+    "count_if(outcome is not null) as resolved",
+    "count_if(greatest(size(applied_keys), size(prev.applied_keys))"
+    f" > {_LARGE_TREE_KEYS}) as large",
+)
+
+
 @dataclass(frozen=True)
 class BatchSummary:
-    """summarize_batch_state.sql: the counts of a batch's folded state."""
+    """:data:`BATCH_SUMMARY`: the counts of a batch's folded state."""
 
     rows_in: int
     applied: int
@@ -717,6 +751,27 @@ class BatchSummary:
     late_in_pass: int
 
 
+# Over a batch's folded state: the counts the batch log and the capacity guard need. new_trees
+# counts every tree that enters pending, resolved in the batch or not: with fewer, no epoch of
+# a pass can end with more than max_pending pending. pending_adjust corrects the table's current
+# pending count to the count before this batch when an earlier attempt of the same batch
+# already wrote some rows.
+BATCH_SUMMARY = (
+    "coalesce(sum(rows_in), 0) as rows_in",
+    "coalesce(sum(applied), 0) as applied",
+    "coalesce(sum(duplicates), 0) as duplicates",
+    "count_if(outcome = 'completed') as completed",
+    "count_if(outcome = 'failed') as failed",
+    "count_if(reason = 'overflow') as overflowed",
+    "count_if(action = 'upsert' and is_new and outcome is null) as pending_inserted",
+    "count_if(action = 'upsert' and is_new) as new_trees",
+    "count_if(action = 'upsert' and not is_new and outcome is not null) as pending_removed",
+    "coalesce(sum(pending_adjust), 0) as pending_adjust",
+    "count_if(in_table or outcome is null) as rows_to_merge",
+    "coalesce(sum(late_rows), 0) as late_in_pass",
+)
+
+
 @dataclass(frozen=True)
 class CrowdedEpoch:
     """find_crowded_epoch.sql: the first epoch of a pass that would end over ``max_pending``."""
@@ -730,10 +785,22 @@ class TouchedState:
     and the pending rows it touches, with their counts."""
 
     tombstones: DataFrame
+    has_tombstones: bool
     rows: DataFrame
     counts: TouchedCounts
+    pending_rows: int
+    """The rows of ``pending`` before the batch, counted from Delta's log."""
     checkpoints: tuple[DataFrame, ...]
     """Every checkpoint the look-up made: the anchors, the tombstones, the rows."""
+
+
+@dataclass(frozen=True)
+class BatchAnchors:
+    """select_batch_anchors.sql's rows, checkpointed, and how many there are (``None`` over
+    Spark Connect, which reports no observation of a checkpoint)."""
+
+    rows: DataFrame
+    count: int | None
 
 
 @dataclass(frozen=True)
@@ -765,19 +832,17 @@ def plan_batch(
     # gives each anchor one part, without aggregating the anchor's epochs.
     if through == epoch or "event_epoch" not in events.columns:
         events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
-    classified = classify_events(spark, config, events)
-    batch_input = run_sql_row(
-        spark, config, "fingerprint_batch", BatchInput, classified_events=classified
+    classified, batch_input = checkpoint_counted(
+        classify_events(spark, config, events, kept=False), BatchInput, BATCH_INPUT
     )
+    anchors = select_batch_anchors(spark, config, classified)
     if _is_replay(spark, config, batch_id, position, batch_input.fingerprint):
-        release_checkpoints(spark, (classified,))
+        release_checkpoints(spark, (classified, anchors.rows))
         return None
-    touched = look_up_touched_state(spark, config, classified, batch_id)
+    touched = look_up_touched_state(spark, config, anchors, batch_id)
     folded = fold_batch(spark, config, classified, touched, batch_id, epoch, through)
     checkpoints = (classified, *touched.checkpoints, folded.rows)
-    # Every resolved row of pending is among the touched rows, and Delta answers a whole
-    # table's count from its log without reading the files: no scan of pending per batch.
-    pending_rows = spark.table(config.qualified("pending")).count()
+    pending_rows = touched.pending_rows
     pending_before = pending_rows - touched.counts.resolved + folded.summary.pending_adjust
     if through > epoch:
         try:
@@ -841,25 +906,38 @@ def _is_replay(
     return False
 
 
-def look_up_touched_state(
-    spark: SparkSession, config: Config, classified: DataFrame, batch_id: int
-) -> TouchedState:
-    """The batch's anchors, their earlier outcomes, and the pending rows they touch. The
-    outcomes and the rows are read side by side, from different tables: a new process's driver
-    plans each statement on one core while the other waits (with the outputs written side by
-    side, a cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
+def select_batch_anchors(
+    spark: SparkSession, config: Config, classified: DataFrame
+) -> BatchAnchors:
+    """The distinct anchors of the batch's valid events (select_batch_anchors.sql),
+    checkpointed and counted as they are."""
     anchors = run_sql(spark, config, "select_batch_anchors", classified_events=classified)
     # Spark Connect reports no observation of a checkpoint: there Spark's estimate decides.
     counted = None if is_connect(spark) else Observation()
     if counted is not None:
         anchors = anchors.observe(counted, F.count(F.lit(1)).alias("rows"))
     anchors = anchors.localCheckpoint()
-    outcomes = _outcome_anchors(spark, config, for_batch=True)
-    fits = counted is not None and counted.get["rows"] <= _TOUCHED_ANCHORS_BROADCAST
-    touched_anchors = anchors.hint("broadcast") if fits else anchors
+    return BatchAnchors(anchors, None if counted is None else int(counted.get["rows"]))
 
-    def find_tombstones() -> DataFrame:
-        return run_sql(
+
+def look_up_touched_state(
+    spark: SparkSession, config: Config, batch_anchors: BatchAnchors, batch_id: int
+) -> TouchedState:
+    """The earlier outcomes of the batch's anchors, and the pending rows they touch. The
+    outcomes and the rows are read side by side, from different tables: a new process's driver
+    plans each statement on one core while the other waits (with the outputs written side by
+    side, a cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
+    anchors = batch_anchors.rows
+    outcomes = _outcome_anchors(spark, config, for_batch=True)
+    fits = batch_anchors.count is not None and batch_anchors.count <= _TOUCHED_ANCHORS_BROADCAST
+    touched_anchors = anchors.hint("broadcast") if fits else anchors
+    reborn_entries = table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none"
+
+    def find_tombstones() -> tuple[DataFrame, bool, int]:
+        """The tombstones, whether there are any, and the count of ``pending``: Delta answers a
+        whole table's count from its log without reading the files (every resolved row of
+        ``pending`` is among the touched rows, so no scan of it counts them)."""
+        tombstones = run_sql(
             spark,
             config,
             "find_batch_tombstones",
@@ -867,37 +945,37 @@ def look_up_touched_state(
             outcome_anchors=outcomes,
             batch_id=batch_id,
         ).localCheckpoint()
+        pending_rows = spark.table(config.qualified("pending")).count()
+        return tombstones, not tombstones.isEmpty(), pending_rows
 
     with ThreadPoolExecutor(1, thread_name_prefix="acker-tombstones") as beside:
         found = beside.submit(find_tombstones)
-        rows = run_sql(
+        read = run_sql(
             spark,
             config,
             "select_touched_pending",
             batch_anchors=touched_anchors,
             batch_id=batch_id,
-        ).localCheckpoint()
-        tombstones = found.result()
+        )
+        # An older acker's pending: the rows are counted once its reborn entries are dropped.
+        if reborn_entries:
+            rows = read.localCheckpoint()
+        else:
+            rows, counts = checkpoint_counted(read, TouchedCounts, TOUCHED_COUNTS)
+        tombstones, has_tombstones, pending_rows = found.result()
     checkpoints: tuple[DataFrame, ...] = (anchors, tombstones, rows)
-    if table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none":
-        rows = run_sql(
+    if reborn_entries:
+        dropped = run_sql(
             spark,
             config,
             "drop_reborn_entries",
             touched_pending=rows,
             batch_tombstones=tombstones,
             batch_id=batch_id,
-        ).localCheckpoint()
+        )
+        rows, counts = checkpoint_counted(dropped, TouchedCounts, TOUCHED_COUNTS)
         checkpoints = (*checkpoints, rows)
-    counts = run_sql_row(
-        spark,
-        config,
-        "count_touched_pending",
-        TouchedCounts,
-        touched_pending=rows,
-        large_tree_keys=_LARGE_TREE_KEYS,
-    )
-    return TouchedState(tombstones, rows, counts, checkpoints)
+    return TouchedState(tombstones, has_tombstones, rows, counts, pending_rows, checkpoints)
 
 
 def fold_batch(
@@ -927,8 +1005,8 @@ def fold_batch(
         buckets=config.acker.buckets,
     )
     with session_settings(spark, FOLD_PLANNING):
-        rows = rows.localCheckpoint()
-    return FoldedState(rows, summarize_state(spark, config, rows))
+        rows, summary = checkpoint_counted(rows, BatchSummary, BATCH_SUMMARY)
+    return FoldedState(rows, summary)
 
 
 def fold_events(
@@ -1007,9 +1085,9 @@ def _jvm_epoch_parts(spark: SparkSession) -> Any:
     return found if isinstance(found, JavaClass) else None
 
 
-def summarize_state(spark: SparkSession, config: Config, state: DataFrame) -> BatchSummary:
-    """The counts of a folded state (summarize_batch_state.sql)."""
-    return run_sql_row(spark, config, "summarize_batch_state", BatchSummary, batch_state=state)
+def summarize_state(state: DataFrame) -> BatchSummary:
+    """The counts of a folded state (:data:`BATCH_SUMMARY`)."""
+    return aggregate_row(state, BatchSummary, BATCH_SUMMARY)
 
 
 def _check_pass_capacity(
@@ -1053,7 +1131,7 @@ def _apply_capacity_guard(
     rows = run_sql(
         spark, config, "apply_capacity_guard", batch_state=folded.rows, excess=excess
     ).localCheckpoint()
-    return FoldedState(rows, summarize_state(spark, config, rows))
+    return FoldedState(rows, summarize_state(rows))
 
 
 def _select_outputs(
@@ -1087,7 +1165,7 @@ def _select_outputs(
     # may be some, their append counts them: a count before it would read every event of the
     # batch once more (0.3 s of a 5-minute cycle), and an append of no rows commits nothing.
     late_rows = None
-    if folded.summary.late_in_pass or not touched.tombstones.isEmpty():
+    if folded.summary.late_in_pass or touched.has_tombstones:
         late_rows = Observation()
         late = late.observe(late_rows, F.count(F.lit(1)).alias("rows"))
     outputs = {
@@ -1144,23 +1222,27 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
         _write_batch_rows(df, config, table, batch_id, replace=plan.again)
         crash_point(f"batch:{table}", batch_id)
 
-    with ThreadPoolExecutor(max(len(written), 1), thread_name_prefix="acker-output") as writers:
+    # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
+    resolves = bool(figures.completed or figures.failed or plan.again)
+    resolved = [
+        plan.outputs[outcome].rows.select(
+            "anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS
+        )
+        for outcome in ("completed", "failed")
+    ]
+    with ThreadPoolExecutor(len(written) + 1, thread_name_prefix="acker-output") as writers:
+        kept = (
+            writers.submit(_outcomes_to_keep, config, resolved[0].unionByName(resolved[1]))
+            if resolves
+            else None
+        )
         for done in [writers.submit(write_output, table, df) for table, df in written]:
             done.result()
+        kept_rows = None if kept is None else kept.result()
     figures = figures.with_late(plan.outputs["late_events"].written_count())
-    # A batch that wrote no outcome leaves the tables, and what the writer keeps, as they were.
-    if figures.completed or figures.failed or plan.again:
-        resolved = [
-            plan.outputs[outcome].rows.select(
-                "anchor_id", F.lit(outcome).alias("outcome"), *_OUTCOME_KEYS
-            )
-            for outcome in ("completed", "failed")
-        ]
+    if resolves:
         _keep_outcomes_written(
-            spark,
-            config,
-            resolved[0].unionByName(resolved[1]),
-            replaced_batch=batch_id if plan.again else None,
+            spark, config, kept_rows, replaced_batch=batch_id if plan.again else None
         )
     if plan.rows_to_merge:
         with dml_fence(spark, config):
@@ -1312,7 +1394,10 @@ def _tick_to(
             _keep_outcomes_written(
                 spark,
                 config,
-                expired.select("anchor_id", F.lit("expired").alias("outcome"), *_OUTCOME_KEYS),
+                _outcomes_to_keep(
+                    config,
+                    expired.select("anchor_id", F.lit("expired").alias("outcome"), *_OUTCOME_KEYS),
+                ),
             )
         if reborn is not None:
             late = run_sql(spark, config, "select_reborn_late_events", reborn_entries=reborn, **run)

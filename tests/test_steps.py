@@ -13,8 +13,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines import jobs
-from pipelines.engine import BatchFigures, BatchInput, fold_events, plan_batch, read_position
-from pipelines.sql import row_as, run_sql, run_sql_row
+from pipelines.engine import (
+    BATCH_INPUT,
+    BatchFigures,
+    BatchInput,
+    fold_events,
+    plan_batch,
+    read_position,
+)
+from pipelines.sql import checkpoint_counted, row_as, run_sql
 from pipelines.workload import Event
 from tests.acker_harness import Harness, ack, at, fail, init
 
@@ -64,10 +71,11 @@ def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
 
 
 @pytest.mark.fast
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "by_statement"])
 def test_a_batch_s_fingerprint_counts_its_rows_and_sums_their_hashes_beyond_64_bits(
-    acker: Harness,
+    acker: Harness, observed: bool
 ) -> None:
-    spark, config = acker.spark, acker.config
+    spark = acker.spark
     columns = "anchor_id bigint, row_hash bigint, quarantine_reason string"
     classified = spark.createDataFrame(
         [
@@ -82,28 +90,23 @@ def test_a_batch_s_fingerprint_counts_its_rows_and_sums_their_hashes_beyond_64_b
         columns,
     )
 
-    fingerprint = run_sql_row(
-        spark, config, "fingerprint_batch", BatchInput, classified_events=classified
-    )
-    empty = run_sql_row(
-        spark,
-        config,
-        "fingerprint_batch",
-        BatchInput,
-        classified_events=spark.createDataFrame([], columns),
+    checkpoint, fingerprint = checkpoint_counted(classified, BatchInput, BATCH_INPUT, observed)
+    _, empty = checkpoint_counted(
+        spark.createDataFrame([], columns), BatchInput, BATCH_INPUT, observed
     )
 
     assert fingerprint == BatchInput(f"7:{5 + 5 - 2 + 2**62 + 2**62 - 2**63 + 4}", 2)
     assert empty == BatchInput("0:0", 0)
+    assert_df_equality(checkpoint, classified, ignore_row_order=True)
 
 
 @pytest.mark.fast
 def test_a_step_s_result_is_read_by_a_shape_naming_exactly_its_columns() -> None:
     row = {"fingerprint": "3:12", "quarantined": 1}
-    assert row_as(row, BatchInput, "fingerprint_batch.sql") == BatchInput("3:12", 1)
+    assert row_as(row, BatchInput, "BATCH_INPUT") == BatchInput("3:12", 1)
     renamed = {"fingerprint": "3:12", "quarantined_rows": 1}
     with pytest.raises(TypeError, match=r"\['fingerprint', 'quarantined_rows'\].*BatchInput"):
-        row_as(renamed, BatchInput, "fingerprint_batch.sql")
+        row_as(renamed, BatchInput, "BATCH_INPUT")
 
 
 @pytest.mark.fast
