@@ -54,7 +54,6 @@ from pipelines.tables import (
 )
 
 __all__ = [
-    "BATCH_INPUT",
     "BROADCAST_MERGE_ROWS",
     "FOLD_PLANNING",
     "START",
@@ -696,22 +695,11 @@ def release_checkpoints(spark: SparkSession, checkpoints: Sequence[DataFrame]) -
 
 @dataclass(frozen=True)
 class BatchInput:
-    """:data:`BATCH_INPUT`: the batch's content hash and how many of its rows break the input
-    contract."""
+    """fingerprint_batch.sql: the batch's content hash and how many of its rows break the
+    input contract."""
 
     fingerprint: str
     quarantined: int
-
-
-# Over the classified events: the row count and an order-free content hash of the micro-batch's
-# input, so that a replay of a committed batch with the same content is recognised and
-# skipped, and how many of its rows break the input contract. A decimal sum of 64-bit hashes
-# keeps duplicate rows apart (an XOR would cancel them) and cannot overflow decimal(38, 0).
-BATCH_INPUT = (
-    "concat(cast(count(*) as string), ':',"
-    " cast(coalesce(sum(cast(row_hash as decimal(38, 0))), 0) as string)) as fingerprint",
-    "count_if(quarantine_reason is not null) as quarantined",
-)
 
 
 @dataclass(frozen=True)
@@ -722,6 +710,13 @@ class TouchedCounts:
     resolved: int
     large: int
 
+
+# Up to this many anchors a micro-batch counts its touched rows and its folded state as their
+# checkpoints write them (:func:`pipelines.sql.checkpoint_counted`), not by a statement after
+# each (0.1 s of a 10^4-event batch each). Spark evaluates an observation's aggregates row by
+# row, outside its generated code: over a 10^7-event batch's rows that costs more than the
+# statement it saves (decisions.md, 7 Dec); a 10^6-event batch's 2*10^5 anchors measured even.
+_OBSERVED_COUNTS_ANCHORS = 250_000
 
 # Over the pending rows a micro-batch touches: how many hold an outcome (rows an earlier batch
 # resolved, which the count of pending still includes) and how many hold more keys than
@@ -788,6 +783,9 @@ class TouchedState:
     has_tombstones: bool
     rows: DataFrame
     counts: TouchedCounts
+    counts_observed: bool
+    """Whether the batch is small enough for its checkpoints to count their rows
+    (:data:`_OBSERVED_COUNTS_ANCHORS`)."""
     pending_rows: int
     """The rows of ``pending`` before the batch, counted from Delta's log."""
     checkpoints: tuple[DataFrame, ...]
@@ -832,10 +830,19 @@ def plan_batch(
     # gives each anchor one part, without aggregating the anchor's epochs.
     if through == epoch or "event_epoch" not in events.columns:
         events = events.withColumn("event_epoch", F.lit(epoch).cast("bigint"))
-    classified, batch_input = checkpoint_counted(
-        classify_events(spark, config, events, kept=False), BatchInput, BATCH_INPUT
-    )
-    anchors = select_batch_anchors(spark, config, classified)
+    classified = classify_events(spark, config, events)
+    # Both read the classified events: side by side, each statement's planning on a core.
+    with ThreadPoolExecutor(1, thread_name_prefix="acker-fingerprint") as beside:
+        fingerprinted = beside.submit(
+            run_sql_row,
+            spark,
+            config,
+            "fingerprint_batch",
+            BatchInput,
+            classified_events=classified,
+        )
+        anchors = select_batch_anchors(spark, config, classified)
+        batch_input = fingerprinted.result()
     if _is_replay(spark, config, batch_id, position, batch_input.fingerprint):
         release_checkpoints(spark, (classified, anchors.rows))
         return None
@@ -932,6 +939,7 @@ def look_up_touched_state(
     fits = batch_anchors.count is not None and batch_anchors.count <= _TOUCHED_ANCHORS_BROADCAST
     touched_anchors = anchors.hint("broadcast") if fits else anchors
     reborn_entries = table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none"
+    observed = batch_anchors.count is not None and batch_anchors.count <= _OBSERVED_COUNTS_ANCHORS
 
     def find_tombstones() -> tuple[DataFrame, bool, int]:
         """The tombstones, whether there are any, and the count of ``pending``: Delta answers a
@@ -961,7 +969,7 @@ def look_up_touched_state(
         if reborn_entries:
             rows = read.localCheckpoint()
         else:
-            rows, counts = checkpoint_counted(read, TouchedCounts, TOUCHED_COUNTS)
+            rows, counts = checkpoint_counted(read, TouchedCounts, TOUCHED_COUNTS, observed)
         tombstones, has_tombstones, pending_rows = found.result()
     checkpoints: tuple[DataFrame, ...] = (anchors, tombstones, rows)
     if reborn_entries:
@@ -973,9 +981,11 @@ def look_up_touched_state(
             batch_tombstones=tombstones,
             batch_id=batch_id,
         )
-        rows, counts = checkpoint_counted(dropped, TouchedCounts, TOUCHED_COUNTS)
+        rows, counts = checkpoint_counted(dropped, TouchedCounts, TOUCHED_COUNTS, observed)
         checkpoints = (*checkpoints, rows)
-    return TouchedState(tombstones, has_tombstones, rows, counts, pending_rows, checkpoints)
+    return TouchedState(
+        tombstones, has_tombstones, rows, counts, observed, pending_rows, checkpoints
+    )
 
 
 def fold_batch(
@@ -1005,7 +1015,9 @@ def fold_batch(
         buckets=config.acker.buckets,
     )
     with session_settings(spark, FOLD_PLANNING):
-        rows, summary = checkpoint_counted(rows, BatchSummary, BATCH_SUMMARY)
+        rows, summary = checkpoint_counted(
+            rows, BatchSummary, BATCH_SUMMARY, touched.counts_observed
+        )
     return FoldedState(rows, summary)
 
 

@@ -361,15 +361,12 @@ def aggregate_row(df: DataFrame, shape: type[Shape], aggregates: Sequence[str]) 
 
 
 def checkpoint_counted(
-    df: DataFrame, shape: type[Shape], aggregates: Sequence[str], observed: bool | None = None
+    df: DataFrame, shape: type[Shape], aggregates: Sequence[str], observed: bool
 ) -> tuple[DataFrame, Shape]:
     """``df`` checkpointed, and the one row of ``aggregates`` over it (:func:`aggregate_row`).
-    With ``observed`` (by default, outside Spark Connect, which reports no observation of a
-    checkpoint) the checkpoint computes them as it writes the rows, in its last stage, where
-    each task's counts are added once; without, a statement reads the rows again after it
-    (about 0.1 s of a small micro-batch each)."""
-    if observed is None:
-        observed = not is_connect(df.sparkSession)
+    ``observed``, the checkpoint computes them as it writes the rows, in its last stage, where
+    each task's counts are added once (not over Spark Connect, which reports no observation of
+    a checkpoint); else a statement reads the rows again after it."""
     if not observed:
         checkpoint = df.localCheckpoint()
         return checkpoint, aggregate_row(checkpoint, shape, aggregates)

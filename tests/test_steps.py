@@ -14,14 +14,15 @@ from pyspark.sql import functions as F
 
 from pipelines import jobs
 from pipelines.engine import (
-    BATCH_INPUT,
+    TOUCHED_COUNTS,
     BatchFigures,
     BatchInput,
+    TouchedCounts,
     fold_events,
     plan_batch,
     read_position,
 )
-from pipelines.sql import checkpoint_counted, row_as, run_sql
+from pipelines.sql import checkpoint_counted, row_as, run_sql, run_sql_row
 from pipelines.workload import Event
 from tests.acker_harness import Harness, ack, at, fail, init
 
@@ -71,11 +72,10 @@ def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("observed", [True, False], ids=["observed", "by_statement"])
 def test_a_batch_s_fingerprint_counts_its_rows_and_sums_their_hashes_beyond_64_bits(
-    acker: Harness, observed: bool
+    acker: Harness,
 ) -> None:
-    spark = acker.spark
+    spark, config = acker.spark, acker.config
     columns = "anchor_id bigint, row_hash bigint, quarantine_reason string"
     classified = spark.createDataFrame(
         [
@@ -90,23 +90,61 @@ def test_a_batch_s_fingerprint_counts_its_rows_and_sums_their_hashes_beyond_64_b
         columns,
     )
 
-    checkpoint, fingerprint = checkpoint_counted(classified, BatchInput, BATCH_INPUT, observed)
-    _, empty = checkpoint_counted(
-        spark.createDataFrame([], columns), BatchInput, BATCH_INPUT, observed
+    fingerprint = run_sql_row(
+        spark, config, "fingerprint_batch", BatchInput, classified_events=classified
+    )
+    empty = run_sql_row(
+        spark,
+        config,
+        "fingerprint_batch",
+        BatchInput,
+        classified_events=spark.createDataFrame([], columns),
     )
 
     assert fingerprint == BatchInput(f"7:{5 + 5 - 2 + 2**62 + 2**62 - 2**63 + 4}", 2)
     assert empty == BatchInput("0:0", 0)
-    assert_df_equality(checkpoint, classified, ignore_row_order=True)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "by_statement"])
+def test_the_touched_rows_count_those_resolved_and_those_holding_more_keys_than_the_threshold(
+    acker: Harness, observed: bool
+) -> None:
+    spark = acker.spark
+    columns = (
+        "anchor_id bigint, outcome string, applied_keys array<bigint>,"
+        " prev struct<applied_keys: array<bigint>>"
+    )
+    many, threshold = list(range(70)), list(range(64))
+    touched = spark.createDataFrame(
+        [
+            (1, None, [1, 2, 3], None),
+            (2, "completed", [1], None),
+            (3, None, many, None),
+            (4, None, [1], (many,)),  # its keys before this batch's earlier attempt
+            (5, "failed", many, (many,)),
+            (6, None, threshold, (threshold,)),  # at the threshold is not above it
+        ],
+        columns,
+    )
+
+    checkpoint, counts = checkpoint_counted(touched, TouchedCounts, TOUCHED_COUNTS, observed)
+    _, empty = checkpoint_counted(
+        spark.createDataFrame([], columns), TouchedCounts, TOUCHED_COUNTS, observed
+    )
+
+    assert counts == TouchedCounts(resolved=2, large=3)
+    assert empty == TouchedCounts(resolved=0, large=0)
+    assert_df_equality(checkpoint, touched, ignore_row_order=True)
 
 
 @pytest.mark.fast
 def test_a_step_s_result_is_read_by_a_shape_naming_exactly_its_columns() -> None:
     row = {"fingerprint": "3:12", "quarantined": 1}
-    assert row_as(row, BatchInput, "BATCH_INPUT") == BatchInput("3:12", 1)
+    assert row_as(row, BatchInput, "fingerprint_batch.sql") == BatchInput("3:12", 1)
     renamed = {"fingerprint": "3:12", "quarantined_rows": 1}
     with pytest.raises(TypeError, match=r"\['fingerprint', 'quarantined_rows'\].*BatchInput"):
-        row_as(renamed, BatchInput, "BATCH_INPUT")
+        row_as(renamed, BatchInput, "fingerprint_batch.sql")
 
 
 @pytest.mark.fast
