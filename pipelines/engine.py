@@ -938,13 +938,13 @@ def look_up_touched_state(
     outcomes = _outcome_anchors(spark, config, for_batch=True)
     fits = batch_anchors.count is not None and batch_anchors.count <= _TOUCHED_ANCHORS_BROADCAST
     touched_anchors = anchors.hint("broadcast") if fits else anchors
-    reborn_entries = table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none"
     observed = batch_anchors.count is not None and batch_anchors.count <= _OBSERVED_COUNTS_ANCHORS
 
-    def find_tombstones() -> tuple[DataFrame, bool, int]:
-        """The tombstones, whether there are any, and the count of ``pending``: Delta answers a
-        whole table's count from its log without reading the files (every resolved row of
-        ``pending`` is among the touched rows, so no scan of it counts them)."""
+    def read_beside() -> tuple[DataFrame, bool, int, bool]:
+        """The tombstones and whether there are any; the count of ``pending``, which Delta
+        answers from its log without reading the files (every resolved row of ``pending`` is
+        among the touched rows, so no scan of it counts them); and whether ``pending`` may hold
+        an older acker's reborn entries."""
         tombstones = run_sql(
             spark,
             config,
@@ -954,10 +954,11 @@ def look_up_touched_state(
             batch_id=batch_id,
         ).localCheckpoint()
         pending_rows = spark.table(config.qualified("pending")).count()
-        return tombstones, not tombstones.isEmpty(), pending_rows
+        reborn = table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none"
+        return tombstones, not tombstones.isEmpty(), pending_rows, reborn
 
     with ThreadPoolExecutor(1, thread_name_prefix="acker-tombstones") as beside:
-        found = beside.submit(find_tombstones)
+        found = beside.submit(read_beside)
         read = run_sql(
             spark,
             config,
@@ -965,24 +966,26 @@ def look_up_touched_state(
             batch_anchors=touched_anchors,
             batch_id=batch_id,
         )
-        # An older acker's pending: the rows are counted once its reborn entries are dropped.
-        if reborn_entries:
-            rows = read.localCheckpoint()
+        counts: TouchedCounts | None = None
+        if observed:
+            rows, counts = checkpoint_counted(read, TouchedCounts, TOUCHED_COUNTS, observed=True)
         else:
-            rows, counts = checkpoint_counted(read, TouchedCounts, TOUCHED_COUNTS, observed)
-        tombstones, has_tombstones, pending_rows = found.result()
+            rows = read.localCheckpoint()
+        tombstones, has_tombstones, pending_rows, reborn_entries = found.result()
     checkpoints: tuple[DataFrame, ...] = (anchors, tombstones, rows)
     if reborn_entries:
-        dropped = run_sql(
+        rows = run_sql(
             spark,
             config,
             "drop_reborn_entries",
             touched_pending=rows,
             batch_tombstones=tombstones,
             batch_id=batch_id,
-        )
-        rows, counts = checkpoint_counted(dropped, TouchedCounts, TOUCHED_COUNTS, observed)
+        ).localCheckpoint()
         checkpoints = (*checkpoints, rows)
+        counts = None
+    if counts is None:
+        counts = aggregate_row(rows, TouchedCounts, TOUCHED_COUNTS)
     return TouchedState(
         tombstones, has_tombstones, rows, counts, observed, pending_rows, checkpoints
     )
