@@ -54,6 +54,7 @@ from pipelines.tables import (
 )
 
 __all__ = [
+    "BATCH_SUMMARY",
     "BROADCAST_MERGE_ROWS",
     "FOLD_PLANNING",
     "START",
