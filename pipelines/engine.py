@@ -1252,9 +1252,16 @@ def commit_batch(spark: SparkSession, config: Config, plan: BatchPlan) -> BatchR
             if resolves
             else None
         )
-        for done in [writers.submit(write_output, table, df) for table, df in written]:
-            done.result()
+        writes = [writers.submit(write_output, table, df) for table, df in written]
         kept_rows = None if kept is None else kept.result()
+        try:
+            for done in writes:
+                done.result()
+        except BaseException:
+            # nothing keeps the rows of a batch that failed to write them
+            if kept_rows is not None:
+                release_checkpoints(spark, (kept_rows,))
+            raise
     figures = figures.with_late(plan.outputs["late_events"].written_count())
     if resolves:
         _keep_outcomes_written(
