@@ -984,8 +984,8 @@ def look_up_touched_state(
             batch_id=batch_id,
         ).localCheckpoint()
         checkpoints = (*checkpoints, rows)
-        counts = None
-    if counts is None:
+    # the rows observed were read before an older acker's reborn entries were dropped
+    if counts is None or reborn_entries:
         counts = aggregate_row(rows, TouchedCounts, TOUCHED_COUNTS)
     return TouchedState(
         tombstones, has_tombstones, rows, counts, observed, pending_rows, checkpoints
