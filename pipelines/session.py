@@ -159,6 +159,12 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # that alone took ~25 s per table, even for a tiny one.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     "spark.driver.memory": "4g",
+    # Spark keeps 100 classes of generated code, fewer than a micro-batch's plans and Delta's
+    # generate (about 170 compiled per 10^4-event batch, 1.4-1.6 s of compiling): each batch
+    # evicted the last one's and compiled them all again. With room for them it compiles ~26,
+    # those holding its batch id (decisions.md, 7 Dec); the least used go first, so a stream's
+    # stale ones make way.
+    "spark.sql.codegen.cache.maxEntries": "1000",
     # A join on a Delta table would push the not-null filters Spark infers for its keys into the
     # scan, and Delta answers a pushed filter by reading every file's statistics: a Spark job
     # per table, skipping nothing (anchor ids are never null). Three of them per micro-batch for
