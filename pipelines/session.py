@@ -161,7 +161,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.memory": "4g",
     # Spark keeps 100 classes of generated code, fewer than a micro-batch's plans and Delta's
     # generate (about 170 compiled per 10^4-event batch, 1.4-1.6 s of compiling): each batch
-    # evicted the last one's and compiled them all again. With room for them it compiles ~26,
+    # evicted the last one's and compiled them all again. With room for them it compiles 21-37,
     # those holding its batch id (decisions.md, 7 Dec); the least used go first, so a stream's
     # stale ones make way.
     "spark.sql.codegen.cache.maxEntries": "1000",
