@@ -5,9 +5,9 @@
 --       anchor are late, and its entry stays for the ticks (reborn_entries.sql).
 -- Who runs it: pipelines.engine.look_up_touched_state, on a `pending` without the property
 --              batchacker.reborn_entries = 'none', reading the DataFrames {touched_pending}
---              (select_touched_pending.sql) and {batch_tombstones}.
--- Parameters: :batch_id.
+--              (select_touched_pending.sql), {batch_tombstones} and {this_batch}.
 select p.*
 from {touched_pending} as p
+cross join {this_batch} as this
 left anti join {batch_tombstones} as t
-    on p.anchor_id = t.anchor_id and p.batch_id <> :batch_id and p.outcome is null
+    on p.anchor_id = t.anchor_id and p.batch_id <> this.batch_id and p.outcome is null

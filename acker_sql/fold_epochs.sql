@@ -7,9 +7,9 @@
 --       epoch whose events resolve it, and stops applying events once a tick would have
 --       expired it (the tick that follows the pass writes that expiry); the events it did not
 --       apply are late.
--- Who runs it: pipelines.engine.fold_events, reading {epoch_parts} (aggregate_epochs.sql) and
---              {base_state} (select_base_state.sql); each epoch is a step of fold_step.sql.
--- Parameters: :batch_id; :epoch, the current epoch; :refresh, reset (reset and fail events
+-- Who runs it: pipelines.engine.fold_events, reading {epoch_parts} (aggregate_epochs.sql),
+--              {base_state} (select_base_state.sql) and {this_batch}; each epoch is a step of fold_step.sql.
+-- Parameters: :epoch, the current epoch; :refresh, reset (reset and fail events
 --             renew a tree's stamp, as Storm 2.x) | activity (every applied event does);
 --             :protocol, storm (an init of 0 alone completes its tree: Storm 2.x sends it for a
 --             spout tuple nobody subscribes to) | fsshelter (every Track carries 0, and only an
@@ -147,7 +147,9 @@ final as (
         -- on the order the plan met the events in
         array_union(coalesce(base.applied_keys, array()), coalesce(applied.new_keys, array()))
             as applied_keys,
-        cast(:batch_id as bigint) as batch_id,
+        this.batch_id,
+        -- when the batch writes the tree's outcome, if it has one
+        this.written_at,
         base as prev,
         base is null as is_new,
         in_table,
@@ -179,6 +181,7 @@ final as (
         -- the epoch whose events first applied to the tree: when a new tree entered pending
         try_element_at(applied_parts, 1).epoch as first_epoch
     from merged
+    cross join {this_batch} as this
 )
 
 select * from final

@@ -5,15 +5,14 @@
 --       values, any other unresolved row its current values. So applying a batch again, with
 --       the same or different content, gives what one application would.
 -- Who runs it: pipelines.engine.fold_events, reading {touched_pending} (the rows of pending
---              the batch touches, from select_touched_pending.sql).
--- Parameters: :batch_id.
+--              the batch touches, from select_touched_pending.sql) and {this_batch}.
 -- Output: per touched anchor, `base` (null for a tree resolved by an earlier batch, or new in
 --         an earlier attempt of this one), `resolved_earlier`, and `pending_adjust`: pending
 --         before this batch minus pending in the table now, for this row.
 select
     anchor_id,
     case
-        when batch_id = :batch_id then prev
+        when p.batch_id = this.batch_id then prev
         when outcome is null then named_struct(
             'checksum', checksum,
             'has_init', has_init,
@@ -28,7 +27,8 @@ select
             'applied_keys', applied_keys
         )
     end as base,
-    outcome is not null and batch_id < :batch_id as resolved_earlier,
-    cast(batch_id = :batch_id and prev is not null as int)
-    - cast(batch_id = :batch_id and outcome is null as int) as pending_adjust
-from {touched_pending}
+    outcome is not null and p.batch_id < this.batch_id as resolved_earlier,
+    cast(p.batch_id = this.batch_id and prev is not null as int)
+    - cast(p.batch_id = this.batch_id and outcome is null as int) as pending_adjust
+from {touched_pending} as p
+cross join {this_batch} as this

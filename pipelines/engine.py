@@ -510,9 +510,12 @@ def _row_in_jvm(
 ) -> DataFrame:
     """``row`` (none if ``None``) as a DataFrame of ``schema`` planned from literals: Spark
     reads a DataFrame made from Python rows through a Python worker, whose start costs a new
-    process about 2.5 s."""
+    process about 2.5 s. Over a VALUES row Spark evaluates the literals as it plans, into a
+    table's rows: over a range they were constants of the code it compiles, anew for each
+    batch's counts."""
     values = (None,) * len(schema.fields) if row is None else row
-    return spark.range(0 if row is None else 1).select(
+    one_row = spark.sql("values (0)")
+    return (one_row if row is not None else one_row.where("false")).select(
         *(
             F.lit(value).cast(field.dataType).alias(field.name)
             for field, value in zip(schema.fields, values, strict=True)
@@ -847,8 +850,9 @@ def plan_batch(
     if _is_replay(spark, config, batch_id, position, batch_input.fingerprint):
         release_checkpoints(spark, (classified, anchors.rows))
         return None
-    touched = look_up_touched_state(spark, config, anchors, batch_id)
-    folded = fold_batch(spark, config, classified, touched, batch_id, epoch, through)
+    this_batch = run_sql(spark, config, "this_batch", batch_id=batch_id)
+    touched = look_up_touched_state(spark, config, anchors, this_batch)
+    folded = fold_batch(spark, config, classified, touched, this_batch, epoch, through)
     checkpoints = (classified, *touched.checkpoints, folded.rows)
     pending_rows = touched.pending_rows
     pending_before = pending_rows - touched.counts.resolved + folded.summary.pending_adjust
@@ -864,7 +868,7 @@ def plan_batch(
         if guarded is not folded:
             checkpoints = (*checkpoints, guarded.rows)
         folded = guarded
-    outputs = _select_outputs(spark, config, classified, touched, folded, batch_input, batch_id)
+    outputs = _select_outputs(spark, config, classified, touched, folded, batch_input, this_batch)
     summary = folded.summary
     figures = BatchFigures(
         events_in=summary.rows_in + batch_input.quarantined,
@@ -929,9 +933,10 @@ def select_batch_anchors(
 
 
 def look_up_touched_state(
-    spark: SparkSession, config: Config, batch_anchors: BatchAnchors, batch_id: int
+    spark: SparkSession, config: Config, batch_anchors: BatchAnchors, this_batch: DataFrame
 ) -> TouchedState:
-    """The earlier outcomes of the batch's anchors, and the pending rows they touch. The
+    """The earlier outcomes of the batch's anchors, and the pending rows they touch (the batch's
+    id and time in ``this_batch``, this_batch.sql). The
     outcomes and the rows are read side by side, from different tables: a new process's driver
     plans each statement on one core while the other waits (with the outputs written side by
     side, a cycle of 100 trees 0.6-1.3 s shorter on copies of one warehouse, decisions.md)."""
@@ -952,7 +957,7 @@ def look_up_touched_state(
             "find_batch_tombstones",
             batch_anchors=anchors,
             outcome_anchors=outcomes,
-            batch_id=batch_id,
+            this_batch=this_batch,
         ).localCheckpoint()
         pending_rows = spark.table(config.qualified("pending")).count()
         reborn = table_property(spark, config, "pending", REBORN_ENTRIES_PROPERTY) != "none"
@@ -965,7 +970,7 @@ def look_up_touched_state(
             config,
             "select_touched_pending",
             batch_anchors=touched_anchors,
-            batch_id=batch_id,
+            this_batch=this_batch,
         )
         counts: TouchedCounts | None = None
         if observed:
@@ -981,7 +986,7 @@ def look_up_touched_state(
             "drop_reborn_entries",
             touched_pending=rows,
             batch_tombstones=tombstones,
-            batch_id=batch_id,
+            this_batch=this_batch,
         ).localCheckpoint()
         checkpoints = (*checkpoints, rows)
     # the rows observed were read before an older acker's reborn entries were dropped
@@ -997,7 +1002,7 @@ def fold_batch(
     config: Config,
     classified: DataFrame,
     touched: TouchedState,
-    batch_id: int,
+    this_batch: DataFrame,
     epoch: int,
     through: int,
 ) -> FoldedState:
@@ -1009,7 +1014,7 @@ def fold_batch(
         classified_events=classified,
         batch_tombstones=touched.tombstones,
         touched_pending=touched.rows,
-        batch_id=batch_id,
+        this_batch=this_batch,
         epoch=epoch,
         refresh=config.acker.refresh,
         protocol=config.acker.protocol,
@@ -1041,7 +1046,8 @@ def fold_events(
     anchor and epoch, and fold_epochs.sql folds each anchor's epochs, in order, into its base:
     the rows merge_pending.sql applies. The middle two rules run as :func:`epoch_parts` says
     (``jvm_rules``). ``params`` are the statements' parameters (each takes those it names):
-    batch_id, epoch, refresh, protocol, large_tree_keys, large_trees, multi_epoch and buckets."""
+    this_batch (this_batch.sql's DataFrame), epoch, refresh, protocol, large_tree_keys,
+    large_trees, multi_epoch and buckets."""
     base_state = run_sql(
         spark, config, "select_base_state", touched_pending=touched_pending, **params
     )
@@ -1157,7 +1163,7 @@ def _select_outputs(
     touched: TouchedState,
     folded: FoldedState,
     batch_input: BatchInput,
-    batch_id: int,
+    this_batch: DataFrame,
 ) -> dict[str, BatchOutput]:
     """Per output table, in the order they are written, its rows."""
     late_state = folded.rows.where(F.col("late_from").isNotNull()).select(
@@ -1175,7 +1181,7 @@ def _select_outputs(
         classified_events=classified,
         batch_tombstones=touched.tombstones,
         late_state=late_state,
-        batch_id=batch_id,
+        this_batch=this_batch,
     )
     # Without tombstones or events a pass left unapplied there are no late events. Where there
     # may be some, their append counts them: a count before it would read every event of the
@@ -1192,7 +1198,6 @@ def _select_outputs(
                 "select_resolved",
                 batch_state=folded.rows,
                 outcome=outcome,
-                batch_id=batch_id,
             ),
             count,
         )
@@ -1208,7 +1213,7 @@ def _select_outputs(
             config,
             "select_quarantined_events",
             classified_events=classified,
-            batch_id=batch_id,
+            this_batch=this_batch,
             source=config.qualified("ack_events"),
         ),
         batch_input.quarantined,

@@ -251,8 +251,7 @@ def run_sql(
     A DataFrame among ``params`` is what the statement's ``{name}`` of that name reads.
 
     Examples: ``run_sql(spark, config, "delete_expired", cutoff=4)``,
-    ``run_sql(spark, config, "select_resolved", batch_state=state, outcome="failed",
-    batch_id=7)``.
+    ``run_sql(spark, config, "select_resolved", batch_state=state, outcome="failed")``.
     """
     text = load_sql(name)
     for key, value in (literals or {}).items():

@@ -29,6 +29,11 @@ from tests.acker_harness import Harness, ack, at, fail, init
 OUTCOME_COLUMNS = "anchor_id bigint, outcome string, reason string, batch_id bigint"
 
 
+def this_batch(acker: Harness, batch_id: int) -> DataFrame:
+    """The one-row table of the batch's id that the batch's statements read (this_batch.sql)."""
+    return run_sql(acker.spark, acker.config, "this_batch", batch_id=batch_id)
+
+
 @pytest.mark.fast
 def test_a_batch_finds_as_tombstones_its_anchors_outcomes_of_earlier_batches_however_old(
     acker: Harness,
@@ -53,7 +58,7 @@ def test_a_batch_finds_as_tombstones_its_anchors_outcomes_of_earlier_batches_how
         "find_batch_tombstones",
         outcome_anchors=outcome_anchors,
         batch_anchors=batch_anchors,
-        batch_id=7,
+        this_batch=this_batch(acker, 7),
     )
 
     expected = spark.createDataFrame(
@@ -66,7 +71,7 @@ def test_a_batch_finds_as_tombstones_its_anchors_outcomes_of_earlier_batches_how
 @pytest.mark.fast
 def test_a_statement_needs_every_dataframe_it_names(acker: Harness) -> None:
     anchors = acker.spark.createDataFrame([(1,)], "anchor_id bigint")
-    missing = r"needs parameters \['batch_id', 'outcome_anchors'\]"
+    missing = r"needs parameters \['outcome_anchors', 'this_batch'\]"
     with pytest.raises(KeyError, match=missing):
         run_sql(acker.spark, acker.config, "find_batch_tombstones", batch_anchors=anchors)
 
@@ -252,7 +257,7 @@ def fold(
 ) -> DataFrame:
     spark = acker.spark
     params: dict[str, Any] = {
-        "batch_id": 7,
+        "this_batch": this_batch(acker, 7),
         "epoch": 5,
         "refresh": "reset",
         "protocol": "storm",
@@ -309,7 +314,11 @@ def test_the_base_state_is_a_row_as_it_was_before_this_batch_however_often_it_ra
     )
 
     base = run_sql(
-        acker.spark, acker.config, "select_base_state", touched_pending=rows, batch_id=7
+        acker.spark,
+        acker.config,
+        "select_base_state",
+        touched_pending=rows,
+        this_batch=this_batch(acker, 7),
     ).select("anchor_id", "base.checksum", "resolved_earlier", "pending_adjust")
 
     expected = acker.spark.createDataFrame(
