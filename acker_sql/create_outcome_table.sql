@@ -15,7 +15,7 @@ create table if not exists identifier(:table) (
     event_count      bigint    comment 'events applied to the tree (duplicates excluded)',
     batch_id         bigint    comment 'micro-batch that resolved it (for expired: the last batch before the tick)',
     epoch            bigint    comment 'epoch at resolution',
-    resolved_at      timestamp comment 'wall-clock time the outcome was written'
+    resolved_at      timestamp comment 'wall-clock time of the micro-batch or tick that resolved it, one per batch or tick'
 )
 using delta
 comment 'batch acker outcome: resolved tuple trees'
