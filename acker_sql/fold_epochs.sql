@@ -37,9 +37,13 @@ with combined as (
             and exists(b.base.applied_keys, k -> k != xxhash64('init', cast(0 as bigint))),
             false
         ) as base_other_key,
-        coalesce(a.parts, array()) as parts
+        coalesce(a.parts, array()) as parts,
+        this.batch_id,
+        -- when the batch writes the tree's outcome, if it has one
+        this.written_at
     from {epoch_parts} as a
     full outer join {base_state} as b on a.anchor_id = b.anchor_id
+    cross join {this_batch} as this
 ),
 
 -- Where the tree stood before the batch: the state its epochs are folded into.
@@ -147,9 +151,8 @@ final as (
         -- on the order the plan met the events in
         array_union(coalesce(base.applied_keys, array()), coalesce(applied.new_keys, array()))
             as applied_keys,
-        this.batch_id,
-        -- when the batch writes the tree's outcome, if it has one
-        this.written_at,
+        batch_id,
+        written_at,
         base as prev,
         base is null as is_new,
         in_table,
@@ -181,7 +184,6 @@ final as (
         -- the epoch whose events first applied to the tree: when a new tree entered pending
         try_element_at(applied_parts, 1).epoch as first_epoch
     from merged
-    cross join {this_batch} as this
 )
 
 select * from final
