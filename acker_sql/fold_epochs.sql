@@ -8,7 +8,8 @@
 --       expired it (the tick that follows the pass writes that expiry); the events it did not
 --       apply are late.
 -- Who runs it: pipelines.engine.fold_events, reading {epoch_parts} (aggregate_epochs.sql),
---              {base_state} (select_base_state.sql) and {this_batch}; each epoch is a step of fold_step.sql.
+--              {base_state} (select_base_state.sql) and {this_batch}; each epoch is a step of
+--              fold_step.sql.
 -- Parameters: :epoch, the current epoch; :refresh, reset (reset and fail events
 --             renew a tree's stamp, as Storm 2.x) | activity (every applied event does);
 --             :protocol, storm (an init of 0 alone completes its tree: Storm 2.x sends it for a

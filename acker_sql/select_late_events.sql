@@ -3,10 +3,10 @@
 --       resolved before the batch, however long before, or, in a pass over several epochs, by
 --       an earlier epoch of the pass (its `late_from`).
 -- Who runs it: pipelines.engine.plan_batch.
--- Reads: the DataFrames {this_batch}, {classified_events}, {batch_tombstones} and {late_state}: the rows of
---        the folded state whose later events the pass did not apply (`late_from` set), few
---        enough in most passes for the engine to broadcast them, so that the batch's events
---        are not shuffled to meet them.
+-- Reads: the DataFrames {this_batch}, {classified_events}, {batch_tombstones} and
+--        {late_state}: the rows of the folded state whose later events the pass did not apply
+--        (`late_from` set), few enough in most passes for the engine to broadcast them, so
+--        that the batch's events are not shuffled to meet them.
 with late as (
     select
         e.*,

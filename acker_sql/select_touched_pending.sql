@@ -5,8 +5,7 @@
 --       events are late, and open none), but in tables an older acker wrote:
 --       drop_reborn_entries.sql leaves those out.
 -- Who runs it: pipelines.engine.look_up_touched_state, reading the DataFrames {batch_anchors}
---              and {this_batch};
---              it materialises the result once for the fold.
+--              and {this_batch}; it materialises the result once for the fold.
 -- Parameters: :pending (table).
 -- Why its own step: the fold reads these rows twice (for seen keys and for the new
 --     state); reading pending here once instead of there twice halved the scan of a large
